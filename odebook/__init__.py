@@ -1,0 +1,1 @@
+"""odebook: helpers for the study book."""

@@ -1,0 +1,211 @@
+"""Corpora, tokenizers and batches.
+
+Data come from the Hugging Face hub (``datasets``, ``tiktoken``) unless ``ODEBOOK_DATA`` points at a local mirror
+laid out like ``../shared/data`` (``wikitext-2/``, ``tinystories/``, ``tiktoken/``). Every corpus says in
+``description`` which files and splits it used, so a report can state it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+__all__ = ["DATA_ENV", "DataError", "Tokenizer", "ByteTokenizer", "TiktokenTokenizer", "get_tokenizer", "Corpus",
+           "TokenSplits", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches", "Batch"]
+
+DATA_ENV = "ODEBOOK_DATA"
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+# Files each corpus needs in a local mirror, relative to $ODEBOOK_DATA.
+MIRROR_FILES = {
+    "wikitext2": ("wikitext-2/wiki.valid.tokens", "wikitext-2/wiki.test.tokens"),
+}
+TIKTOKEN_DIR = "tiktoken"
+
+HOW_TO_PROVIDE = (f"Either connect to the internet (data come from the Hugging Face hub), or set {DATA_ENV} to a "
+                  "local mirror laid out like ../shared/data (see its README), e.g. "
+                  f"{DATA_ENV}=../shared/data make run-all")
+
+
+class DataError(RuntimeError):
+    """Data could not be found or loaded; the message says how to provide them."""
+
+
+def mirror_dir() -> Path | None:
+    """The local mirror named by ``$ODEBOOK_DATA``, or None when it is unset."""
+    value = os.environ.get(DATA_ENV)
+    return Path(value).expanduser().resolve() if value else None
+
+
+def check_data(corpus: str, tokenizer: str) -> None:
+    """Raise DataError when a local mirror is configured but lacks a file this corpus or tokenizer needs."""
+    root = mirror_dir()
+    if root is None:
+        return
+    if not root.is_dir():
+        raise DataError(f"{DATA_ENV}={root} is not a directory. {HOW_TO_PROVIDE}")
+    needed = list(MIRROR_FILES[corpus]) + ([TIKTOKEN_DIR] if tokenizer == "gpt2" else [])
+    missing = [name for name in needed if not (root / name).exists()]
+    if missing:
+        raise DataError(f"{DATA_ENV}={root} has no {', '.join(missing)}. {HOW_TO_PROVIDE}")
+
+
+# -- tokenizers ---------------------------------------------------------------------------------------------------
+class Tokenizer(Protocol):
+    name: str
+    vocab_size: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+class ByteTokenizer:
+    """UTF-8 bytes: 256 symbols, lossless."""
+
+    name = "bytes"
+    vocab_size = 256
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: list[int]) -> str:
+        return bytes(ids).decode("utf-8", errors="replace")
+
+
+class TiktokenTokenizer:
+    """GPT-2 BPE through tiktoken (50,257 symbols)."""
+
+    name = "gpt2"
+
+    def __init__(self) -> None:
+        root = mirror_dir()
+        if root is not None:
+            os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(root / TIKTOKEN_DIR))
+        import tiktoken
+
+        try:
+            self._enc = tiktoken.get_encoding("gpt2")
+        except Exception as err:  # network or cache failure: tiktoken raises several types
+            raise DataError(f"the GPT-2 tokenizer could not be loaded ({type(err).__name__}: {err}). "
+                            f"{HOW_TO_PROVIDE}") from err
+        self.vocab_size = self._enc.n_vocab
+
+    def encode(self, text: str) -> list[int]:
+        return self._enc.encode_ordinary(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self._enc.decode(ids)
+
+
+def get_tokenizer(name: str) -> Tokenizer:
+    if name == "bytes":
+        return ByteTokenizer()
+    if name == "gpt2":
+        return TiktokenTokenizer()
+    raise ValueError(f"unknown tokenizer {name!r}; allowed: 'bytes', 'gpt2'")
+
+
+# -- corpora ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Corpus:
+    """Three disjoint text splits and a sentence saying where they came from."""
+
+    name: str
+    train: str
+    valid: str
+    test: str
+    description: str
+
+
+def _split_at_article(text: str) -> tuple[str, str]:
+    """Cut WikiText at the article heading (' = Title = ') nearest the middle, so no article is in both halves."""
+    lines = text.splitlines(keepends=True)
+    middle = len(lines) // 2
+    is_heading = [ln.startswith(" = ") and not ln.startswith(" = = ") for ln in lines]
+    cut = min((i for i, h in enumerate(is_heading) if h), key=lambda i: abs(i - middle), default=middle)
+    return "".join(lines[:cut]), "".join(lines[cut:])
+
+
+def _wikitext2() -> Corpus:
+    root = mirror_dir()
+    if root is not None:
+        check_data("wikitext2", "bytes")
+        train = (root / "wikitext-2/wiki.valid.tokens").read_text(encoding="utf-8")
+        valid, test = _split_at_article((root / "wikitext-2/wiki.test.tokens").read_text(encoding="utf-8"))
+        return Corpus("wikitext2", train, valid, test,
+                      f"WikiText-2 (tokenized version, local mirror {root}); the mirror has no train split, so "
+                      "train = the official validation split, validation = the first half of the official test "
+                      "split and test = its second half (cut at an article boundary)")
+    try:
+        import datasets
+
+        ds = datasets.load_dataset("wikitext", "wikitext-2-raw-v1")
+    except Exception as err:  # offline, hub errors: datasets raises many types
+        raise DataError(f"WikiText-2 could not be loaded from the hub ({type(err).__name__}: {err}). "
+                        f"{HOW_TO_PROVIDE}") from err
+    splits = {k: "".join(ds[k]["text"]) for k in ("train", "validation", "test")}
+    return Corpus("wikitext2", splits["train"], splits["validation"], splits["test"],
+                  "WikiText-2 raw (wikitext-2-raw-v1 from the Hugging Face hub): official train, validation and "
+                  "test splits")
+
+
+_CORPORA = {"wikitext2": _wikitext2}
+
+
+def load_corpus(name: str) -> Corpus:
+    if name not in _CORPORA:
+        raise ValueError(f"unknown corpus {name!r}; allowed: {', '.join(_CORPORA)}")
+    return _CORPORA[name]()
+
+
+@dataclass(frozen=True)
+class TokenSplits:
+    train: torch.Tensor
+    valid: torch.Tensor
+    test: torch.Tensor
+    vocab_size: int
+    description: str
+
+
+def tokenize(corpus: Corpus, tokenizer: Tokenizer) -> TokenSplits:
+    """Encode each split to a 1-D int64 tensor."""
+
+    def enc(text: str) -> torch.Tensor:
+        return torch.tensor(tokenizer.encode(text), dtype=torch.long)
+
+    train, valid, test = enc(corpus.train), enc(corpus.valid), enc(corpus.test)
+    desc = (f"{corpus.description}. Tokenizer: {tokenizer.name} ({tokenizer.vocab_size} symbols); "
+            f"{len(train):,} / {len(valid):,} / {len(test):,} train / validation / test tokens")
+    return TokenSplits(train, valid, test, tokenizer.vocab_size, desc)
+
+
+# -- batches ------------------------------------------------------------------------------------------------------
+def _windows(tokens: torch.Tensor, starts: torch.Tensor, seq_len: int) -> Batch:
+    idx = starts[:, None] + torch.arange(seq_len + 1)  # [B, T+1]
+    w = tokens[idx]
+    return w[:, :-1], w[:, 1:]
+
+
+def random_batches(tokens: torch.Tensor, batch_size: int, seq_len: int, seed: int) -> Iterator[Batch]:
+    """Endless batches of random windows (inputs, next-token targets), reproducible from ``seed``."""
+    if len(tokens) <= seq_len + 1:
+        raise DataError(f"split has {len(tokens)} tokens, fewer than one window of {seq_len + 1}")
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        starts = torch.randint(0, len(tokens) - seq_len - 1, (batch_size,), generator=gen)
+        yield _windows(tokens, starts, seq_len)
+
+
+def fixed_batches(tokens: torch.Tensor, n_batches: int, batch_size: int, seq_len: int) -> list[Batch]:
+    """``n_batches`` batches of windows spread evenly over the split: the same for every model and seed."""
+    n = n_batches * batch_size
+    if len(tokens) <= seq_len + 1:
+        raise DataError(f"split has {len(tokens)} tokens, fewer than one window of {seq_len + 1}")
+    starts = torch.linspace(0, len(tokens) - seq_len - 1, n).long()
+    return [_windows(tokens, s, seq_len) for s in starts.split(batch_size)]

@@ -1,0 +1,72 @@
+"""Causal multi-head self-attention (SDPA), the 4x GELU MLP and the pre-LN transformer block."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["CausalSelfAttention", "MLP", "Block", "attention_reference"]
+
+
+def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Plain causal attention: softmax(q kᵀ / √d + causal mask) v, for q, k, v of shape [B, H, T, D]."""
+    T, D = q.shape[-2], q.shape[-1]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # [B, H, T, T]
+    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    return scores.masked_fill(future, float("-inf")).softmax(-1) @ v
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head attention in which position i sees positions ≤ i (scaled_dot_product_attention, is_causal)."""
+
+    def __init__(self, *, d_model: int, n_head: int, dropout: float = 0.0):
+        super().__init__()
+        assert d_model % n_head == 0, "n_head must divide d_model"
+        self.n_head, self.dropout = n_head, dropout
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.resid_dropout = nn.Dropout(dropout)
+
+    def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
+        return q, k, v  # each [B, H, T, D]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.heads(x)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        return self.resid_dropout(self.proj(y.transpose(1, 2).reshape(B, T, C)))
+
+
+class MLP(nn.Module):
+    """Linear(d → 4d) → GELU → Linear(4d → d) → dropout."""
+
+    def __init__(self, *, d_model: int, dropout: float = 0.0):
+        super().__init__()
+        self.fc = nn.Linear(d_model, 4 * d_model)
+        self.proj = nn.Linear(4 * d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: x + attn(LN x), then x + mlp(LN x)."""
+
+    def __init__(self, *, d_model: int, n_head: int, dropout: float = 0.0):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model=d_model, n_head=n_head, dropout=dropout)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = MLP(d_model=d_model, dropout=dropout)
+
+    def forward(self, x: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
+        """``control`` is accepted so every block shares one signature; a discrete block ignores it."""
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))

@@ -1,0 +1,242 @@
+"""Strict, typed parameters for each study.
+
+A study's parameters are a dataclass whose fields carry their constraints (``spec``). They are read from the
+notebook's parameters cell (``Params.from_namespace``) or from a profile's YAML file (``load_yaml``), and every
+problem — an unknown key, a wrong type, a value out of range, data that cannot be found — is collected into one
+``ParamError`` naming the source, the key and what is allowed, before any compute starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+__all__ = ["ParamError", "Params", "GradientFlowParams", "STUDIES", "spec", "load_yaml", "validate_file"]
+
+
+class ParamError(ValueError):
+    """Invalid parameters: the message names the source, every offending key and what is allowed."""
+
+
+def spec(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+         choices: tuple | None = None, help: str = "") -> Any:
+    """A dataclass field with bounds (``ge``/``gt``/``le``) or allowed ``choices``; lists get a fresh copy."""
+    meta = {"ge": ge, "gt": gt, "le": le, "choices": choices, "help": help}
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is list:
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    return {int: "an integer", float: "a number", bool: "true/false", str: "a string"}[tp]
+
+
+def _coerce(value: Any, tp: Any) -> Any:
+    """Return ``value`` as type ``tp`` or raise TypeError. bool is never an int; '3e-4' is a float."""
+    if typing.get_origin(tp) is list:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError
+        (inner,) = typing.get_args(tp)
+        return [_coerce(v, inner) for v in value]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise TypeError
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise TypeError
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # PyYAML reads 3e-4 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                raise TypeError from None
+        raise TypeError
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise TypeError
+    raise TypeError(f"unsupported parameter type {tp!r}")
+
+
+def _check_bounds(value: Any, meta: Mapping[str, Any]) -> str | None:
+    items = value if isinstance(value, list) else [value]
+    for v in items:
+        if meta["choices"] is not None and v not in meta["choices"]:
+            return f"must be one of {', '.join(map(repr, meta['choices']))}"
+        if meta["ge"] is not None and v < meta["ge"]:
+            return f"must be >= {meta['ge']}"
+        if meta["gt"] is not None and v <= meta["gt"]:
+            return f"must be > {meta['gt']}"
+        if meta["le"] is not None and v > meta["le"]:
+            return f"must be <= {meta['le']}"
+    return None
+
+
+@dataclasses.dataclass
+class Params:
+    """Fields every study has. Subclasses add their own and override ``cross_checks``."""
+
+    study: ClassVar[str] = ""
+
+    seed: int = spec(0, ge=0, help="first seed; seed i of n_seeds is seed + i")
+    n_seeds: int = spec(1, ge=1, le=20, help="independent training runs per model")
+    device: str = spec("auto", choices=("auto", "cpu", "cuda"), help="auto = cuda when available")
+    output_dir: str = spec("", help="where figures and results go; '' = outputs/interactive/<study>")
+
+    # -- construction ---------------------------------------------------------------------------------------------
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], source: str) -> "Params":
+        """Validate ``values`` (all keys must be fields) and return the parameters, or raise one ParamError."""
+        hints = typing.get_type_hints(cls)
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        errors: list[str] = []
+        kwargs: dict[str, Any] = {}
+        for key, value in values.items():
+            if key not in known:
+                near = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" (did you mean '{near[0]}'?)" if near else ""
+                errors.append(f"unknown key '{key}'{hint}; allowed keys: {', '.join(sorted(known))}")
+                continue
+            tp, meta = hints[key], known[key].metadata
+            try:
+                v = _coerce(value, tp)
+            except TypeError:
+                errors.append(f"key '{key}' = {value!r}: must be {_type_name(tp)}")
+                continue
+            problem = _check_bounds(v, meta)
+            if problem:
+                errors.append(f"key '{key}' = {value!r}: {problem}")
+                continue
+            kwargs[key] = v
+        if not errors:
+            params = cls(**kwargs)
+            errors.extend(params.cross_checks())
+        if errors:
+            raise ParamError(f"{source}: invalid parameters for {cls.study or cls.__name__}:\n  - "
+                             + "\n  - ".join(errors))
+        return params
+
+    @classmethod
+    def from_namespace(cls, namespace: Mapping[str, Any], source: str = "notebook parameters") -> "Params":
+        """Pick this study's fields out of a notebook's globals (after papermill's injected cell) and validate."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls.from_mapping({k: v for k, v in namespace.items() if k in names}, source)
+
+    def cross_checks(self) -> list[str]:
+        """Constraints between fields, and data availability; each problem as one line."""
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def describe(cls) -> str:
+        """A table of keys, types, defaults and constraints, for error messages and the README."""
+        hints = typing.get_type_hints(cls)
+        rows = []
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            rows.append(f"{f.name}: {_type_name(hints[f.name])}, default {default!r}. {f.metadata.get('help', '')}")
+        return "\n".join(rows)
+
+
+def _data_problems(corpus: str, tokenizer: str) -> list[str]:
+    from odebook.data import DataError, check_data
+
+    try:
+        check_data(corpus, tokenizer)
+    except DataError as err:
+        return [f"key 'corpus' = {corpus!r}: {err}"]
+    return []
+
+
+@dataclasses.dataclass
+class GradientFlowParams(Params):
+    """Study 01: a GPT baseline against the same GPT with a block of layers replaced by a neural-ODE flow.
+
+    Defaults are the source's configuration (the t4 profile)."""
+
+    study: ClassVar[str] = "01_gradient_flow"
+
+    n_seeds: int = spec(3, ge=1, le=20, help="independent training runs per model")
+    corpus: str = spec("wikitext2", choices=("wikitext2",))
+    tokenizer: str = spec("gpt2", choices=("gpt2", "bytes"))
+    n_layer: int = spec(6, ge=1, le=48)
+    d_model: int = spec(256, ge=8)
+    n_head: int = spec(4, ge=1)
+    seq_len: int = spec(64, ge=2, help="training and evaluation context")
+    max_seq_len: int = spec(64, ge=2, help="size of the positional embedding")
+    batch_size: int = spec(32, ge=1)
+    steps: int = spec(500, ge=1)
+    lr: float = spec(3e-4, gt=0.0, le=1.0)
+    weight_decay: float = spec(0.1, ge=0.0)
+    grad_clip: float = spec(1.0, gt=0.0)
+    dropout: float = spec(0.1, ge=0.0, le=0.9)
+    eval_interval: int = spec(50, ge=1)
+    eval_batches: int = spec(20, ge=1, help="fixed held-out batches evaluated at every interval")
+    ode_layers: list[int] = spec([2, 3], ge=0, help="consecutive 0-based layers replaced by one ODE flow block")
+    solver: str = spec("euler", choices=("euler", "midpoint", "rk4", "dopri5"))
+    ode_steps: int = spec(4, ge=1, le=256, help="fixed-grid steps over t in [0, 1] (ignored by dopri5)")
+    adjoint: bool = spec(False, help="odeint_adjoint instead of backpropagating through the solver")
+    rtol: float = spec(1e-3, gt=0.0, help="dopri5 tolerances")
+    atol: float = spec(1e-4, gt=0.0)
+    control_dim: int = spec(4, ge=1)
+    alpha_init: float = spec(0.1, help="initial value of the learned output scale of the vector field")
+    control_scales: list[float] = spec([0.0, 0.5, 1.0, 2.0, 4.0], ge=0.0, help="scales for the control check")
+
+    def cross_checks(self) -> list[str]:
+        errors = []
+        if self.d_model % self.n_head:
+            errors.append(f"key 'n_head' = {self.n_head}: must divide d_model = {self.d_model}")
+        if self.seq_len > self.max_seq_len:
+            errors.append(f"key 'seq_len' = {self.seq_len}: must be <= max_seq_len = {self.max_seq_len}")
+        layers = self.ode_layers
+        if not layers:
+            errors.append("key 'ode_layers' = []: must name at least one layer")
+        elif layers != list(range(layers[0], layers[0] + len(layers))):
+            errors.append(f"key 'ode_layers' = {layers}: must be consecutive and increasing, e.g. [2, 3]")
+        elif layers[-1] >= self.n_layer:
+            errors.append(f"key 'ode_layers' = {layers}: layers must lie in 0..{self.n_layer - 1} "
+                          f"(n_layer = {self.n_layer})")
+        if self.eval_interval > self.steps:
+            errors.append(f"key 'eval_interval' = {self.eval_interval}: must be <= steps = {self.steps}")
+        return errors + _data_problems(self.corpus, self.tokenizer)
+
+
+STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParams,)}
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a profile's parameter file: a YAML mapping (an empty file is an empty mapping)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParamError(f"{path}: parameter file not found")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ParamError(f"{path}: not valid YAML: {err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ParamError(f"{path}: must be a mapping of parameter names to values, got {type(data).__name__}")
+    return data
+
+
+def validate_file(study: str, path: str | Path) -> Params:
+    """Validate a profile's YAML file for ``study`` against its schema (and the notebook's defaults)."""
+    if study not in STUDIES:
+        raise ParamError(f"{path}: no parameter schema for study '{study}'; known: {', '.join(STUDIES)}")
+    return STUDIES[study].from_mapping(load_yaml(path), source=str(path))
+

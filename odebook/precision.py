@@ -1,0 +1,72 @@
+"""The precision policy: fp32 on CPU (denormals flushed), bf16 autocast where the GPU has native bf16,
+fp16 autocast with a GradScaler elsewhere (a T4, compute capability 7.5, has no bf16)."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["Precision", "resolve_device", "precision_for", "seed_everything", "synchronize", "device_name"]
+
+
+@dataclass(frozen=True)
+class Precision:
+    device: torch.device
+    dtype: torch.dtype | None  # autocast dtype; None = plain fp32
+
+    @property
+    def uses_scaler(self) -> bool:
+        return self.dtype == torch.float16
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype)
+
+    def scaler(self) -> torch.amp.GradScaler:
+        return torch.amp.GradScaler(self.device.type, enabled=self.uses_scaler)
+
+    def __str__(self) -> str:
+        name = {None: "fp32", torch.bfloat16: "bf16 autocast", torch.float16: "fp16 autocast + GradScaler"}
+        return f"{name[self.dtype]} on {device_name(self.device)}"
+
+
+def resolve_device(choice: str = "auto") -> torch.device:
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' was asked for but torch sees no CUDA device; use 'auto' or 'cpu'")
+    if choice == "auto":
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(choice)
+
+
+def precision_for(device: torch.device) -> Precision:
+    """The policy for ``device``. On CPU it also flushes denormals, which otherwise slow small-weight matmuls."""
+    if device.type == "cpu":
+        torch.set_flush_denormal(True)
+        return Precision(device, None)
+    if device.type == "cuda":
+        # is_bf16_supported() can report emulated bf16 on pre-Ampere cards; ask for native support (sm >= 8.0).
+        native_bf16 = torch.cuda.get_device_capability(device) >= (8, 0)
+        return Precision(device, torch.bfloat16 if native_bf16 else torch.float16)
+    return Precision(device, None)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    return f"cpu ({torch.get_num_threads()} threads)"

@@ -1,0 +1,56 @@
+"""Where a notebook writes its figures and results, and how (results.json is what the runner's index reads)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from odebook.params import Params
+
+__all__ = ["output_dir", "save_figure", "save_results", "repo_root", "to_jsonable"]
+
+
+def repo_root() -> Path | None:
+    """The odebook checkout this package was imported from, if it is one (None when pip-installed)."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "notebooks").is_dir() and (root / "pyproject.toml").is_file() else None
+
+
+def output_dir(params: Params) -> Path:
+    """``params.output_dir`` (the runner sets it), else outputs/interactive/<study> in the checkout or cwd."""
+    if params.output_dir:
+        out = Path(params.output_dir)
+    else:
+        out = (repo_root() or Path.cwd()) / "outputs" / "interactive" / params.study
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def save_figure(fig, out: Path, name: str) -> None:
+    """Save ``fig`` as figures/<name>.png (it is shown inline by the notebook as usual)."""
+    fig.savefig(out / "figures" / f"{name}.png", dpi=120, bbox_inches="tight")
+
+
+def to_jsonable(x: Any) -> Any:
+    """Numbers, tensors, arrays, dataclass-like dicts → plain JSON; NaN/inf become null."""
+    if isinstance(x, dict):
+        return {str(k): to_jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_jsonable(v) for v in x]
+    if isinstance(x, (torch.Tensor, np.ndarray)):
+        return to_jsonable(x.tolist())
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    return x
+
+
+def save_results(out: Path, headline: dict[str, Any], **details: Any) -> None:
+    """Write results.json: ``headline`` (the few numbers the index shows) and any further details."""
+    (out / "results.json").write_text(json.dumps(to_jsonable({"headline": headline, **details}), indent=2))

@@ -1,0 +1,270 @@
+"""Execute the book: jupytext → papermill (with a profile's parameters) → nbconvert HTML, then an index page.
+
+``python -m odebook.runner --profile cpu [NOTEBOOK ...]`` (``make run-all``) validates every parameter file first
+and stops before any compute if one is wrong. Each notebook then runs in a staging folder; on success it replaces
+``outputs/<profile>/<notebook>/``, on failure it is rendered with its error into ``<notebook>.failed/`` and the
+last successful outputs stay untouched. A failing notebook does not stop the others; the exit status is 1 when any
+failed, 2 when the parameters are invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import html
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from odebook.params import STUDIES, ParamError, Params, load_yaml
+
+__all__ = ["Book", "RunResult", "run_book", "main"]
+
+KERNEL_NAME = "odebook-runner"
+PACKAGES = ("torch", "torchdiffeq", "numpy", "scipy", "pandas", "matplotlib", "datasets", "tiktoken", "papermill",
+            "jupytext", "nbconvert", "fla-core")
+
+
+@dataclass(frozen=True)
+class Book:
+    """Where notebooks, parameter files and outputs live."""
+
+    notebooks: Path
+    params: Path
+    outputs: Path
+
+    @classmethod
+    def at(cls, root: Path) -> "Book":
+        return cls(root / "notebooks", root / "params", root / "outputs")
+
+    def all_notebooks(self) -> list[str]:
+        return sorted(p.stem for p in self.notebooks.glob("[0-9][0-9]_*.py"))
+
+
+@dataclass
+class RunResult:
+    name: str
+    ok: bool
+    seconds: float
+    error: str = ""
+
+
+# -- validation ---------------------------------------------------------------------------------------------------
+def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Params, dict]]:
+    """Check every notebook exists and its parameter file is valid; collect all problems into one ParamError."""
+    problems, ok = [], {}
+    for name in names:
+        path = book.params / profile / f"{name}.yaml"
+        if not (book.notebooks / f"{name}.py").is_file():
+            problems.append(f"{book.notebooks / name}.py: no such notebook; known: {', '.join(book.all_notebooks())}")
+        elif name not in STUDIES:
+            problems.append(f"{path}: no parameter schema for '{name}' in odebook.params.STUDIES")
+        else:
+            try:
+                values = load_yaml(path)
+                ok[name] = (STUDIES[name].from_mapping(values, source=str(path)), values)
+            except ParamError as err:
+                problems.append(str(err))
+    if problems:
+        raise ParamError("\n".join(problems))
+    return ok
+
+
+# -- execution ----------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _kernel_for_this_python():
+    """A temporary kernelspec that runs this very interpreter, found first on JUPYTER_PATH, so the book always
+    executes in the environment the runner was started from (not whatever 'python3' kernel is registered)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "kernels" / KERNEL_NAME
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "odebook (runner)", "language": "python"}))
+        old = os.environ.get("JUPYTER_PATH")
+        os.environ["JUPYTER_PATH"] = tmp + (os.pathsep + old if old else "")
+        try:
+            yield KERNEL_NAME
+        finally:
+            if old is None:
+                os.environ.pop("JUPYTER_PATH", None)
+            else:
+                os.environ["JUPYTER_PATH"] = old
+
+
+def _git(*args: str, cwd: Path) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def _device() -> str:
+    import torch
+
+    if torch.cuda.is_available():
+        return f"cuda: {torch.cuda.get_device_name(0)}"
+    return f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.get_num_threads()} threads"
+
+
+def _render_html(ipynb: Path, html_path: Path, error: str) -> None:
+    import nbconvert
+    import nbformat
+
+    if ipynb.is_file():
+        body, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(ipynb, as_version=4))
+    else:  # the kernel never started: still leave a page that says why
+        body = f"<html><body><h1>{ipynb.stem} failed before executing</h1><pre>{html.escape(error)}</pre></body></html>"
+    html_path.write_text(body, encoding="utf-8")
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Move ``src`` to ``dst``, replacing it; the old ``dst`` is deleted only after the move succeeded."""
+    old = dst.with_name(f".{dst.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dst.exists():
+        dst.rename(old)
+    src.rename(dst)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str) -> RunResult:
+    import jupytext
+    import papermill
+
+    out_root = book.outputs / profile
+    stage = out_root / f".{name}.running"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    ipynb = stage / f"{name}.ipynb"
+    started, t0, error = dt.datetime.now(dt.timezone.utc), time.perf_counter(), ""
+    try:
+        papermill.execute_notebook(jupytext.read(book.notebooks / f"{name}.py"), str(ipynb),
+                                   parameters={**overrides, "output_dir": str(stage.resolve())},
+                                   kernel_name=kernel, cwd=str(book.notebooks), log_output=True, progress_bar=False)
+    except Exception as err:  # a failing cell, a dead kernel: record it, render what ran, go on
+        error = f"{type(err).__name__}: {err}"
+    seconds = time.perf_counter() - t0
+    _render_html(ipynb, stage / f"{name}.html", error)
+    root = book.notebooks.parent
+    manifest = {
+        "notebook": name, "profile": profile, "status": "failed" if error else "ok", "error": error,
+        "started": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
+        "git_commit": _git("rev-parse", "HEAD", cwd=root), "git_dirty": bool(_git("status", "--porcelain", cwd=root)),
+        "parameter_file": str(book.params / profile / f"{name}.yaml"), "parameters": params.to_dict(),
+        "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": _device(), "packages": _versions(),
+    }
+    (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    if error:
+        _replace_dir(stage, out_root / f"{name}.failed")
+    else:
+        _replace_dir(stage, out_root / name)
+        shutil.rmtree(out_root / f"{name}.failed", ignore_errors=True)
+    return RunResult(name, not error, seconds, error)
+
+
+# -- index --------------------------------------------------------------------------------------------------------
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _fmt(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else html.escape(str(v))
+
+
+def write_index(book: Book, profile: str) -> Path:
+    """outputs/<profile>/index.html: every notebook with its status, run time, headline numbers and report."""
+    out_root = book.outputs / profile
+    out_root.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in book.all_notebooks():
+        good, bad = _read_json(out_root / name / "manifest.json"), _read_json(out_root / f"{name}.failed" / "manifest.json")
+        latest, folder = (bad, f"{name}.failed") if bad else (good, name)
+        if not latest:
+            rows.append(f"<tr><td>{name}</td><td>not run</td><td></td><td></td><td></td></tr>")
+            continue
+        status = latest["status"]
+        if bad and good:
+            status += f" (last success {good['finished']} kept: <a href='{name}/{name}.html'>report</a>)"
+        headline = _read_json(out_root / folder / "results.json").get("headline", {})
+        numbers = "<br>".join(f"{html.escape(k)}: {_fmt(v)}" for k, v in headline.items())
+        error = f"<br><small>{html.escape(latest['error'][:300])}</small>" if latest.get("error") else ""
+        rows.append(f"<tr class='{latest['status']}'><td><a href='{folder}/{name}.html'>{name}</a></td>"
+                    f"<td>{status}{error}</td><td>{latest['seconds']:.0f} s</td><td>{latest['finished']}</td>"
+                    f"<td>{numbers}</td></tr>")
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>odebook — {profile}</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
+padding:.4em .7em;vertical-align:top}}tr.failed td:nth-child(2){{color:#b00;font-weight:bold}}
+tr.ok td:nth-child(2){{color:#070}}</style></head><body>
+<h1>odebook — profile <code>{profile}</code></h1>
+<table><tr><th>notebook</th><th>status</th><th>run time</th><th>finished (UTC)</th><th>headline numbers</th></tr>
+{chr(10).join(rows)}
+</table></body></html>"""
+    path = out_root / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+# -- entry point --------------------------------------------------------------------------------------------------
+def run_book(book: Book, profile: str, names: list[str] | None = None) -> list[RunResult]:
+    """Validate all, run each, write the index. Raises ParamError before any compute when parameters are wrong."""
+    names = names or book.all_notebooks()
+    checked = validate(book, profile, names)
+    results = []
+    with _kernel_for_this_python() as kernel:
+        for i, name in enumerate(names, 1):
+            print(f"[{i}/{len(names)}] {name} (profile {profile}) …", flush=True)
+            params, overrides = checked[name]
+            res = run_notebook(book, profile, name, params, overrides, kernel)
+            print(f"[{i}/{len(names)}] {name}: {'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s"
+                  + (f" — {res.error.splitlines()[0] if res.error else ''}" if not res.ok else ""), flush=True)
+            results.append(res)
+    index = write_index(book, profile)
+    failed = [r.name for r in results if not r.ok]
+    print(f"index: {index}\n{len(results) - len(failed)} ok, {len(failed)} failed"
+          + (f": {', '.join(failed)}" if failed else ""), flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m odebook.runner", description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", help="notebook names, e.g. 01_gradient_flow (default: all)")
+    parser.add_argument("--profile", default="cpu", help="params/<profile>/ to use (smoke, cpu, t4)")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="the book's root folder")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("papermill").setLevel(logging.INFO)
+    try:
+        results = run_book(Book.at(args.root), args.profile, args.notebooks or None)
+    except ParamError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

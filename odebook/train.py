@@ -1,0 +1,136 @@
+"""The training loop every study uses.
+
+AdamW with gradient clipping; per step the loss, the time (device synchronised) and the gradient norm in total and
+per named group of parameters, measured before clipping; held-out evaluation at intervals on a fixed list of
+batches; the precision policy of ``odebook.precision``; and a guard that stops a run whose loss is no longer finite,
+keeping the metrics recorded so far on the exception.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from odebook.models import lm_loss
+from odebook.precision import Precision, synchronize
+
+__all__ = ["TrainConfig", "History", "DivergenceError", "train", "evaluate", "grad_norm"]
+
+LossFn = Callable[[nn.Module, object], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int
+    lr: float
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0
+    eval_interval: int = 50
+
+
+@dataclass
+class History:
+    """Everything a run measured; lists are per step unless named eval_*."""
+
+    step: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    grad_norm: dict[str, list[float]] = field(default_factory=dict)  # "total" and one per group
+    step_time: list[float] = field(default_factory=list)  # seconds, device synchronised
+    eval_step: list[int] = field(default_factory=list)
+    eval_loss: list[float] = field(default_factory=list)
+
+    @property
+    def final_eval_loss(self) -> float:
+        """The last held-out evaluation (never the minimum over evaluations)."""
+        return self.eval_loss[-1]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class DivergenceError(RuntimeError):
+    """The loss became NaN or infinite. ``history`` holds the metrics up to the last finite step."""
+
+    def __init__(self, message: str, history: History):
+        super().__init__(message)
+        self.history = history
+
+
+def grad_norm(params: Sequence[nn.Parameter]) -> float:
+    """L2 norm of the gradients of ``params`` (parameters without a gradient count as zero)."""
+    norms = [p.grad.detach().float().norm() for p in params if p.grad is not None]
+    return torch.stack(norms).norm().item() if norms else 0.0
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, batches: Sequence, precision: Precision, loss_fn: LossFn = lm_loss) -> float:
+    """Mean loss over ``batches`` in eval mode (no dropout)."""
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    for batch in batches:
+        with precision.autocast():
+            total += loss_fn(model, _to(batch, precision.device)).item()
+    model.train(was_training)
+    return total / len(batches)
+
+
+def _to(batch, device: torch.device):
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    return type(batch)(_to(b, device) for b in batch)
+
+
+def train(model: nn.Module, batches: Iterator, eval_batches: Sequence, config: TrainConfig, precision: Precision,
+          *, groups: Mapping[str, Sequence[nn.Parameter]] | None = None, loss_fn: LossFn = lm_loss,
+          desc: str = "train", progress: bool = True) -> History:
+    """Train ``model`` for ``config.steps`` steps on ``batches``; evaluate every ``eval_interval`` steps and at
+    the end. Raises DivergenceError (with the history so far) when the loss is not finite."""
+    model.to(precision.device).train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.lr, betas=config.betas)
+    scaler = precision.scaler()
+    groups = dict(groups or {})
+    hist = History(grad_norm={name: [] for name in ["total", *groups]})
+
+    bar = tqdm(range(1, config.steps + 1), desc=desc, disable=not progress, mininterval=2.0, leave=True)
+    for step in bar:
+        batch = _to(next(batches), precision.device)
+        synchronize(precision.device)
+        t0 = time.perf_counter()
+        with precision.autocast():
+            loss = loss_fn(model, batch)
+        value = loss.item()
+        if not math.isfinite(value):
+            raise DivergenceError(f"{desc}: the training loss became {value} at step {step} of {config.steps}; "
+                                  f"stopped. Metrics of steps 1..{step - 1} are kept in the exception's history. "
+                                  "Try a lower lr or a smaller grad_clip.", hist)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        total = torch.nn.utils.clip_grad_norm_(params, config.grad_clip).item()  # norm before clipping
+        scaler.step(optimizer)
+        scaler.update()
+        synchronize(precision.device)
+        hist.step_time.append(time.perf_counter() - t0)
+
+        hist.step.append(step)
+        hist.loss.append(value)
+        hist.grad_norm["total"].append(total)
+        for name, ps in groups.items():
+            hist.grad_norm[name].append(grad_norm(ps))
+        if step % config.eval_interval == 0 or step == config.steps:
+            hist.eval_step.append(step)
+            hist.eval_loss.append(evaluate(model, eval_batches, precision, loss_fn))
+            bar.set_postfix(loss=f"{value:.3f}", eval=f"{hist.eval_loss[-1]:.3f}", refresh=False)
+    return hist

@@ -161,7 +161,8 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
     try:
         papermill.execute_notebook(jupytext.read(book.notebooks / f"{name}.py"), str(ipynb),
                                    parameters={**overrides, "output_dir": str(stage.resolve())},
-                                   kernel_name=kernel, cwd=str(book.notebooks), log_output=True, progress_bar=False)
+                                   kernel_name=kernel, language="python", cwd=str(book.notebooks), log_output=True,
+                                   progress_bar=False)
     except Exception as err:  # a failing cell, a dead kernel: record it, render what ran, go on
         error = f"{type(err).__name__}: {err}"
     seconds = time.perf_counter() - t0

@@ -2,8 +2,9 @@
 
 F(h) = attn(LN₁ h) + mlp(LN₂ h) evaluates attention and MLP in parallel on the same state; e_t is a small time
 embedding (1 → d → SiLU → d), e_u a linear embedding of a control vector u (u = 0 when none is given), and α a
-learned scalar output scale. The control reaches the vector field as a module attribute set for the duration of
-one solve, never through a closure, so ``odeint_adjoint`` sees every parameter (see DESIGN.md).
+learned scalar output scale. The control reaches the vector field through a module, never through a closure: each
+solve integrates ``_Controlled(field, u)``, so ``odeint_adjoint`` sees every parameter, and its backward pass — which
+re-evaluates the field later — still sees this call's u, whatever other forward passes ran in between.
 
 The vector field has no dropout: an adaptive solver and the adjoint's backward re-evaluation both need F to be a
 deterministic function of (t, H).
@@ -35,17 +36,27 @@ class VectorField(nn.Module):
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = MLP(d_model=d_model)
         self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
-        self.control: torch.Tensor | None = None  # [B, control_dim], set by ODEFlowBlock around a solve
         self.nfe = 0  # function evaluations since the last reset
 
-    def forward(self, t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, t: torch.Tensor, h: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
+        """t: scalar; h: [B, T, d]; control: [B, control_dim] or None (= zeros)."""
         self.nfe += 1
-        B = h.shape[0]
-        u = self.control if self.control is not None else h.new_zeros(B, self.control_embed.in_features)
+        u = control if control is not None else h.new_zeros(h.shape[0], self.control_embed.in_features)
         e_t = self.time_embed(t.reshape(1, 1).to(h.dtype))  # [1, d]
         e_u = self.control_embed(u.to(h.dtype))  # [B, d]
         z = h + e_t[:, None, :] + e_u[:, None, :]  # [B, T, d]
         return self.alpha * (self.attn(self.ln1(z)) + self.mlp(self.ln2(z)))
+
+
+class _Controlled(nn.Module):
+    """The vector field of one solve: the shared ``VectorField`` with that call's control bound to it."""
+
+    def __init__(self, field: VectorField, control: torch.Tensor | None):
+        super().__init__()
+        self.field, self.control = field, control
+
+    def forward(self, t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        return self.field(t, h, self.control)
 
 
 class ODEFlowBlock(nn.Module):
@@ -66,28 +77,19 @@ class ODEFlowBlock(nn.Module):
         return torch.linspace(0.0, 1.0, n + 1, dtype=like.dtype, device=like.device)
 
     def forward(self, x: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
-        """x: [B, T, d]; control: [B, control_dim] or None (= zeros)."""
-        options = dict(method=self.solver, rtol=self.rtol, atol=self.atol)
-        self.field.control = control
-        try:
-            if self.adjoint:
-                hs = odeint_adjoint(self.field, x, self.grid(x), adjoint_params=tuple(self.field.parameters()),
-                                    **options)
-            else:
-                hs = odeint(self.field, x, self.grid(x), **options)
-        finally:
-            self.field.control = None
+        """x: [B, T, d]; control: [B, control_dim] or None (= zeros). The adjoint gives no gradient to control."""
+        func, options = _Controlled(self.field, control), dict(method=self.solver, rtol=self.rtol, atol=self.atol)
+        if self.adjoint:
+            hs = odeint_adjoint(func, x, self.grid(x), adjoint_params=tuple(self.field.parameters()), **options)
+        else:
+            hs = odeint(func, x, self.grid(x), **options)
         return hs[-1]
 
 
 def euler_reference(field: VectorField, x: torch.Tensor, steps: int,
                     control: torch.Tensor | None = None) -> torch.Tensor:
     """Explicit Euler written out: H_{k+1} = H_k + dt · f(t_k, H_k), t_k = k · dt, dt = 1 / steps."""
-    field.control = control
-    try:
-        h, dt = x, 1.0 / steps
-        for k in range(steps):
-            h = h + dt * field(torch.tensor(k * dt, dtype=x.dtype), h)
-        return h
-    finally:
-        field.control = None
+    h, dt = x, 1.0 / steps
+    for k in range(steps):
+        h = h + dt * field(torch.tensor(k * dt, dtype=x.dtype), h, control)
+    return h

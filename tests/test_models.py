@@ -1,0 +1,82 @@
+import pytest
+import torch
+
+from odebook import models
+from odebook.nn import CausalSelfAttention, attention_reference
+
+V, D, L, H, T = 61, 32, 6, 4, 24
+SHAPE = dict(vocab_size=V, d_model=D, n_layer=L, n_head=H, max_seq_len=T)
+
+
+def hybrid(**ode):
+    return models.ode_hybrid(**SHAPE, ode_layers=[2, 3], control_dim=4, **ode)
+
+
+def test_sdpa_attention_matches_the_plain_reference():
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(d_model=D, n_head=H)
+    x = torch.randn(3, T, D)
+    q, k, v = attn.heads(x)
+    ref = attn.proj(attention_reference(q, k, v).transpose(1, 2).reshape(3, T, D))
+    torch.testing.assert_close(attn(x), ref, atol=1e-6, rtol=1e-5)
+
+
+FAMILIES = {
+    "baseline": lambda: models.gpt(**SHAPE),
+    "hybrid-euler": lambda: hybrid(solver="euler", steps=4),
+    "hybrid-midpoint": lambda: hybrid(solver="midpoint", steps=3),
+    "hybrid-rk4": lambda: hybrid(solver="rk4", steps=2),
+    "hybrid-rk4-adjoint": lambda: hybrid(solver="rk4", steps=2, adjoint=True),
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("j", [0, 7, T - 1])
+def test_changing_token_j_leaves_earlier_logits_unchanged(family, j):
+    torch.manual_seed(0)
+    model = FAMILIES[family]().eval()
+    x = torch.randint(0, V, (2, T))
+    x2 = x.clone()
+    x2[:, j] = (x[:, j] + 1) % V
+    with torch.no_grad():
+        a, b = model(x), model(x2)
+    torch.testing.assert_close(a[:, :j], b[:, :j], atol=1e-6, rtol=0)  # the past does not see the change
+    assert (a[:, j] - b[:, j]).abs().max() > 1e-4  # and position j does (the test is not vacuous)
+
+
+def test_dopri5_is_causal_only_up_to_its_tolerance():
+    """An adaptive solver picks one step size for the whole sequence from an error norm over all positions, so a
+    future token can move earlier outputs — by less than the solver's tolerance, but not by zero."""
+    torch.manual_seed(0)
+    model = hybrid(solver="dopri5", rtol=1e-4, atol=1e-5).eval()
+    x = torch.randint(0, V, (2, T))
+    x2 = x.clone()
+    x2[:, 12] = (x[:, 12] + 1) % V
+    with torch.no_grad():
+        diff = (model(x)[:, :12] - model(x2)[:, :12]).abs().max().item()
+    assert diff < 1e-3
+
+
+def per_block(d):
+    return 12 * d * d + 13 * d  # ln1 2d + qkv 3d²+3d + proj d²+d + ln2 2d + fc 4d²+4d + proj 4d²+d
+
+
+def test_parameter_counts_match_the_formula():
+    emb, head = V * D + T * D, 2 * D + V * D  # token + position; final LN + untied head
+    assert models.count_params(models.gpt(**SHAPE)) == emb + L * per_block(D) + head
+    # the ODE block: one block's F, plus time embedding (1→d→d), control embedding (4→d) and α
+    ode = per_block(D) + (D + D) + (D * D + D) + (4 * D + D) + 1
+    assert models.count_params(hybrid()) == emb + (L - 2) * per_block(D) + ode + head
+
+
+def test_param_groups_partition_the_model():
+    model = hybrid()
+    groups = models.param_groups(model)
+    assert set(groups) == {"embedding", "blocks", "ode", "head"}
+    ids = [id(p) for ps in groups.values() for p in ps]
+    assert len(ids) == len(set(ids)) == len(list(model.parameters()))
+
+
+def test_sequence_longer_than_the_positional_table_is_refused():
+    with pytest.raises(ValueError, match="exceeds max_seq_len"):
+        models.gpt(**SHAPE)(torch.zeros(1, T + 1, dtype=torch.long))

@@ -1,0 +1,86 @@
+import dataclasses
+
+import pytest
+
+from odebook.params import STUDIES, GradientFlowParams, ParamError, load_yaml, validate_file
+
+
+def check(values, source="params/cpu/01_gradient_flow.yaml"):
+    return GradientFlowParams.from_mapping(values, source=source)
+
+
+def error_of(values) -> str:
+    with pytest.raises(ParamError) as info:
+        check(values)
+    return str(info.value)
+
+
+def test_defaults_are_valid():
+    p = check({})
+    assert p.ode_layers == [2, 3] and p.solver == "euler" and p.steps == 500
+
+
+@pytest.mark.parametrize("values, key, allowed", [
+    ({"n_layers": 6}, "n_layers", "did you mean 'n_layer'"),                 # unknown key
+    ({"steps": "many"}, "steps", "must be an integer"),                      # wrong type
+    ({"steps": True}, "steps", "must be an integer"),                        # bool is not an int
+    ({"steps": 0}, "steps", "must be >= 1"),                                 # zero steps
+    ({"lr": -1.0}, "lr", "must be > 0.0"),                                   # out of range
+    ({"solver": "rk45"}, "solver", "must be one of 'euler', 'midpoint', 'rk4', 'dopri5'"),
+    ({"ode_layers": [5, 6]}, "ode_layers", "layers must lie in 0..5"),       # outside the model
+    ({"ode_layers": [1, 3]}, "ode_layers", "consecutive"),
+    ({"seq_len": 128}, "seq_len", "must be <= max_seq_len = 64"),
+    ({"n_head": 3}, "n_head", "must divide d_model"),
+    ({"tokenizer": "sentencepiece"}, "tokenizer", "'gpt2', 'bytes'"),
+    ({"ode_layers": 2}, "ode_layers", "must be a list of an integer"),
+])
+def test_each_problem_names_file_key_and_what_is_allowed(values, key, allowed):
+    msg = error_of(values)
+    assert msg.startswith("params/cpu/01_gradient_flow.yaml:")
+    assert f"'{key}'" in msg and allowed in msg
+
+
+def test_all_problems_reported_in_one_message():
+    msg = error_of({"steps": 0, "solver": "bogus", "colour": 1})
+    assert "'steps'" in msg and "'solver'" in msg and "'colour'" in msg
+
+
+def test_float_written_without_a_dot_is_accepted():
+    assert check({"lr": "3e-4"}).lr == pytest.approx(3e-4)
+    assert check({"lr": 1}).lr == 1.0
+
+
+def test_missing_data_is_a_parameter_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("ODEBOOK_DATA", str(tmp_path))
+    msg = error_of({})
+    assert "'corpus'" in msg and "wikitext-2/wiki.valid.tokens" in msg and "ODEBOOK_DATA" in msg
+
+
+def test_from_namespace_picks_only_the_study_fields():
+    ns = {"steps": 70, "np": object(), "__name__": "__main__"}
+    assert GradientFlowParams.from_namespace(ns).steps == 70
+
+
+def test_yaml_errors_name_the_file(tmp_path):
+    bad = tmp_path / "x.yaml"
+    bad.write_text("- a list\n- not a mapping\n")
+    with pytest.raises(ParamError, match="x.yaml: must be a mapping"):
+        load_yaml(bad)
+    bad.write_text("steps: [unclosed\n")
+    with pytest.raises(ParamError, match="x.yaml: not valid YAML"):
+        load_yaml(bad)
+    with pytest.raises(ParamError, match="parameter file not found"):
+        load_yaml(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "t4"])
+def test_every_profile_file_is_valid(root, profile):
+    for study in STUDIES:
+        validate_file(study, root / "params" / profile / f"{study}.yaml")
+
+
+def test_every_field_has_a_type_the_validator_knows():
+    for cls in STUDIES.values():
+        assert "\n" in cls.describe()
+        for f in dataclasses.fields(cls):
+            assert f.metadata, f"{cls.__name__}.{f.name} is not declared with spec()"

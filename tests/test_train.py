@@ -1,0 +1,83 @@
+import math
+
+import pytest
+import torch
+
+from odebook import models
+from odebook.data import fixed_batches, random_batches
+from odebook.models import lm_loss, param_groups
+from odebook.precision import precision_for, resolve_device, seed_everything
+from odebook.train import DivergenceError, TrainConfig, evaluate, train
+
+TOKENS = torch.randint(0, 50, (5000,), generator=torch.Generator().manual_seed(0))
+CPU = precision_for(torch.device("cpu"))
+
+
+def tiny(kind="hybrid"):
+    shape = dict(vocab_size=50, d_model=16, n_layer=4, n_head=2, max_seq_len=16, dropout=0.1)
+    return models.gpt(**shape) if kind == "baseline" else models.ode_hybrid(**shape, ode_layers=[1, 2])
+
+
+def run(seed=0, steps=6, loss_fn=lm_loss, kind="hybrid"):
+    seed_everything(seed)
+    model = tiny(kind)
+    hist = train(model, random_batches(TOKENS, 4, 16, seed=seed), fixed_batches(TOKENS, 2, 4, 16),
+                 TrainConfig(steps=steps, lr=1e-3, eval_interval=3), CPU, groups=param_groups(model),
+                 loss_fn=loss_fn, progress=False)
+    return model, hist
+
+
+def test_same_seed_gives_identical_numbers_on_cpu():
+    _, a = run(seed=1)
+    _, b = run(seed=1)
+    _, c = run(seed=2)
+    assert a.loss == b.loss and a.eval_loss == b.eval_loss and a.grad_norm == b.grad_norm  # exactly equal
+    assert a.loss != c.loss
+
+
+def test_history_records_every_step_and_group():
+    _, h = run(steps=7)
+    assert h.step == list(range(1, 8)) and len(h.step_time) == 7
+    assert set(h.grad_norm) == {"total", "embedding", "blocks", "ode", "head"}
+    assert all(len(v) == 7 for v in h.grad_norm.values())
+    assert h.eval_step == [3, 6, 7]  # every interval and at the end
+    assert h.final_eval_loss == h.eval_loss[-1]
+    # the total norm is the norm of the group norms (the groups partition the parameters)
+    groups = math.sqrt(sum(h.grad_norm[g][0] ** 2 for g in ("embedding", "blocks", "ode", "head")))
+    assert h.grad_norm["total"][0] == pytest.approx(groups, rel=1e-5)
+
+
+def test_training_reduces_held_out_loss():
+    model, h = run(steps=30)
+    assert h.eval_loss[-1] < h.eval_loss[0]
+    assert h.eval_loss[-1] == pytest.approx(evaluate(model, fixed_batches(TOKENS, 2, 4, 16), CPU))
+
+
+def test_divergence_stops_with_a_message_and_keeps_the_metrics():
+    calls = {"n": 0}
+
+    def nan_at_third_step(model, batch):
+        calls["n"] += 1
+        loss = lm_loss(model, batch)
+        return loss * float("nan") if calls["n"] == 3 else loss
+
+    with pytest.raises(DivergenceError, match="became nan at step 3 of 6") as info:
+        run(loss_fn=nan_at_third_step)
+    assert info.value.history.step == [1, 2] and len(info.value.history.loss) == 2
+
+
+def test_cpu_policy_is_fp32_and_flushes_denormals():
+    assert CPU.dtype is None and not CPU.uses_scaler
+    assert torch.tensor([1e-40]).mul(1.0).item() == 0.0  # a denormal is flushed to zero
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_policy_uses_native_bf16_or_fp16_with_scaler():
+    prec = precision_for(resolve_device("cuda"))
+    major, minor = torch.cuda.get_device_capability()
+    assert prec.dtype == (torch.bfloat16 if (major, minor) >= (8, 0) else torch.float16)
+    assert prec.uses_scaler == (prec.dtype == torch.float16)
+    model = tiny().cuda()
+    hist = train(model, random_batches(TOKENS, 4, 16, seed=0), fixed_batches(TOKENS, 2, 4, 16),
+                 TrainConfig(steps=5, lr=1e-3, eval_interval=5), prec, progress=False)
+    assert all(math.isfinite(v) for v in hist.loss)

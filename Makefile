@@ -10,7 +10,7 @@ PROFILE     ?= cpu
 NOTEBOOKS   ?=
 ODEBOOK_DATA ?=
 
-.PHONY: help setup run-all test sync bench clean-outputs
+.PHONY: help setup run-all lab test sync bench clean-outputs
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
@@ -25,6 +25,10 @@ setup:  ## create .venv (torch pinned first, then odebook[dev]) and register the
 
 run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradient_flow ..."]
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.runner --profile $(PROFILE) $(NOTEBOOKS)
+
+lab:  ## JupyterLab on notebooks/, with the CPU allocator settings the runner uses (odebook.precision.ALLOCATOR_ENV)
+	env $$($(PY) -c 'from odebook.precision import ALLOCATOR_ENV as e; print(" ".join(f"{k}={v}" for k, v in e.items()))') \
+		$(VENV)/bin/jupyter lab notebooks
 
 test:  ## unit tests, notebook pairing, smoke execution of every notebook
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m pytest

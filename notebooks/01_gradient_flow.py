@@ -134,19 +134,11 @@ runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed
 # ## Results
 
 # %%
-VANISHING, EXPLODING = 1e-6, 100.0
-
-
-def grad_counts(run, group):
-    g = np.asarray(run.history.grad_norm[group])
-    return {"finite": bool(np.isfinite(g).all()), "vanishing": int((g < VANISHING).sum()),
-            "exploding": int((g > EXPLODING).sum()), "mean": float(g.mean())}
-
-
+VANISHING, EXPLODING = 1e-6, 100.0  # the source's thresholds for a vanishing / exploding gradient norm
 table = summarize(runs)
-grads = pd.DataFrame([{"model": r.model, "seed": r.seed, **{f"total_{k}": v for k, v in grad_counts(r, "total").items()},
-                       **({f"ode_{k}": v for k, v in grad_counts(r, "ode").items()} if "ode" in r.history.grad_norm else {})}
-                      for r in runs])
+grads = pd.DataFrame([{"model": r.model, "seed": r.seed, "group": group,
+                       **r.history.grad_stats(group, VANISHING, EXPLODING)}
+                      for r in runs for group in ("total", "ode") if group in r.history.grad_norm])
 display(table.round(4))
 display(grads)
 
@@ -189,9 +181,9 @@ display(control_table)
 # %%
 ratio = mean_ci([h.history.final_eval_loss / b.history.final_eval_loss
                  for b, h in zip([r for r in runs if r.model == "baseline"], hybrid_runs)])
-finite_nonvanishing = bool(grads.total_finite.all() and (grads.total_vanishing == 0).all())
-hg = grads[grads.model == "hybrid"]
-ode_ok = bool(hg.ode_finite.all() and (hg.ode_vanishing == 0).all() and (hg.ode_exploding == 0).all())
+total, ode = grads[grads.group == "total"], grads[grads.group == "ode"]
+finite_nonvanishing = bool(total.finite.all() and (total.vanishing == 0).all())
+ode_ok = bool(ode.finite.all() and (ode.vanishing == 0).all() and (ode.exploding == 0).all())
 verdicts = {
     "gradients finite and non-vanishing (both models, every step)": "held" if finite_nonvanishing else "not held",
     "hybrid final held-out loss within 10 % of baseline": at_most(ratio, 1.10),

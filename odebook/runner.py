@@ -24,9 +24,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from importlib import metadata
+from unittest import mock
 from pathlib import Path
 
 from odebook.params import STUDIES, ParamError, Params, load_yaml
+from odebook.precision import ALLOCATOR_ENV
 
 __all__ = ["Book", "RunResult", "run_book", "main"]
 
@@ -84,22 +86,18 @@ def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Para
 @contextlib.contextmanager
 def _kernel_for_this_python():
     """A temporary kernelspec that runs this very interpreter, found first on JUPYTER_PATH, so the book always
-    executes in the environment the runner was started from (not whatever 'python3' kernel is registered)."""
+    executes in the environment the runner was started from (not whatever 'python3' kernel is registered). The
+    kernels also get the allocator settings of ALLOCATOR_ENV unless the caller set them."""
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "kernels" / KERNEL_NAME
         spec.mkdir(parents=True)
         (spec / "kernel.json").write_text(json.dumps({
             "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
             "display_name": "odebook (runner)", "language": "python"}))
-        old = os.environ.get("JUPYTER_PATH")
-        os.environ["JUPYTER_PATH"] = tmp + (os.pathsep + old if old else "")
-        try:
+        env = {k: v for k, v in ALLOCATOR_ENV.items() if k not in os.environ}
+        env["JUPYTER_PATH"] = tmp + os.pathsep + os.environ.get("JUPYTER_PATH", "")
+        with mock.patch.dict(os.environ, env):
             yield KERNEL_NAME
-        finally:
-            if old is None:
-                os.environ.pop("JUPYTER_PATH", None)
-            else:
-                os.environ["JUPYTER_PATH"] = old
 
 
 def _git(*args: str, cwd: Path) -> str:

@@ -46,6 +46,13 @@ class History:
     eval_step: list[int] = field(default_factory=list)
     eval_loss: list[float] = field(default_factory=list)
 
+    def grad_stats(self, group: str = "total", vanishing: float = 1e-6, exploding: float = 100.0) -> dict:
+        """Whether every gradient norm of ``group`` was finite, how many steps fell below ``vanishing`` or rose
+        above ``exploding``, and the mean norm."""
+        g = torch.tensor(self.grad_norm[group], dtype=torch.float64)
+        return {"finite": bool(torch.isfinite(g).all()), "vanishing": int((g < vanishing).sum()),
+                "exploding": int((g > exploding).sum()), "mean": g.mean().item()}
+
     @property
     def final_eval_loss(self) -> float:
         """The last held-out evaluation (never the minimum over evaluations)."""
@@ -98,7 +105,8 @@ def train(model: nn.Module, batches: Iterator, eval_batches: Sequence, config: T
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.lr, betas=config.betas)
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=config.lr, betas=config.betas,
+                                  fused=precision.device.type in ("cpu", "cuda"))
     scaler = precision.scaler()
     groups = dict(groups or {})
     hist = History(grad_norm={name: [] for name in ["total", *groups]})
@@ -118,7 +126,9 @@ def train(model: nn.Module, batches: Iterator, eval_batches: Sequence, config: T
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
-        total = torch.nn.utils.clip_grad_norm_(params, config.grad_clip).item()  # norm before clipping
+        for name, ps in groups.items():  # all norms are taken before clipping
+            hist.grad_norm[name].append(grad_norm(ps))
+        total = torch.nn.utils.clip_grad_norm_(params, config.grad_clip).item()
         scaler.step(optimizer)
         scaler.update()
         synchronize(precision.device)
@@ -127,8 +137,6 @@ def train(model: nn.Module, batches: Iterator, eval_batches: Sequence, config: T
         hist.step.append(step)
         hist.loss.append(value)
         hist.grad_norm["total"].append(total)
-        for name, ps in groups.items():
-            hist.grad_norm[name].append(grad_norm(ps))
         if step % config.eval_interval == 0 or step == config.steps:
             hist.eval_step.append(step)
             hist.eval_loss.append(evaluate(model, eval_batches, precision, loss_fn))

@@ -69,6 +69,25 @@ def test_parameter_counts_match_the_formula():
     assert models.count_params(hybrid()) == emb + (L - 2) * per_block(D) + ode + head
 
 
+def test_padded_head_leaves_the_distribution_unchanged():
+    model = models.gpt(**SHAPE)  # V = 61 → 64 head rows
+    assert model.head.weight.shape[0] == 64 and model.n_spare_params == 3 * D
+    x = torch.randint(0, V, (2, T))
+    logits = model(x)
+    assert logits.shape == (2, T, V)
+    torch.testing.assert_close(logits, (model.ln_f(model.blocks[-1](  # the same as a head of exactly V rows
+        _hidden_before_last(model, x))) @ model.head.weight[:V].T))
+    models.lm_loss(model, (x, x)).backward()
+    assert model.head.weight.grad[V:].abs().sum() == 0  # spare rows get no gradient
+
+
+def _hidden_before_last(model, x):
+    h = model.drop(model.tok_emb(x) + model.pos_emb(torch.arange(x.shape[1])))
+    for block in model.blocks[:-1]:
+        h = block(h)
+    return h
+
+
 def test_param_groups_partition_the_model():
     model = hybrid()
     groups = models.param_groups(model)

@@ -1,0 +1,128 @@
+"""CPU benchmark of study 01 at the source's (t4) shape, measured side by side in one run (``make bench``).
+
+Prints the FLOP/s of a large fp32 matmul, then for the baseline and the ODE hybrid the ms per training step
+(forward, backward, clipping, AdamW) with and without denormal flushing and with and without the allocator
+settings of ``odebook.precision.ALLOCATOR_ENV``, and model-FLOPs utilisation: the model's FLOPs per step
+(torch.utils.flop_counter) per second, divided by that matmul rate. Each row runs in its own worker process, because
+glibc reads its allocator settings at process start; timings are medians over steps after warm-up. Speed is
+measured here, never asserted in a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from odebook import models
+from odebook.data import random_batches
+from odebook.models import lm_loss
+from odebook.precision import ALLOCATOR_ENV, Precision, seed_everything
+from odebook.train import TrainConfig, train
+
+__all__ = ["matmul_flops", "step_flops", "step_times", "main"]
+
+T4_SHAPE = dict(vocab_size=50257, d_model=256, n_layer=6, n_head=4, max_seq_len=64, dropout=0.1)
+BATCH, SEQ = 32, 64
+BUILDERS = {
+    "baseline": lambda: models.gpt(**T4_SHAPE),
+    "hybrid": lambda: models.ode_hybrid(**T4_SHAPE, ode_layers=[2, 3], solver="euler", steps=4),
+}
+# (label, model, flush denormals, allocator settings)
+ROWS = [
+    ("baseline · flushed · tuned allocator", "baseline", True, True),
+    ("baseline · not flushed · tuned allocator", "baseline", False, True),
+    ("baseline · flushed · default allocator", "baseline", True, False),
+    ("hybrid (euler ×4) · flushed · tuned allocator", "hybrid", True, True),
+]
+
+
+def matmul_flops(n: int = 2048, repeats: int = 10) -> float:
+    """FLOP/s of an n×n fp32 matmul (median of ``repeats``)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * n**3 / statistics.median(times)
+
+
+def step_flops(model: torch.nn.Module) -> float:
+    """FLOPs of one forward + backward pass at the benchmark shape, counted by torch."""
+    x = torch.randint(0, T4_SHAPE["vocab_size"], (BATCH, SEQ))
+    with FlopCounterMode(display=False) as counter:
+        lm_loss(model, (x, x.roll(-1, 1))).backward()
+    model.zero_grad(set_to_none=True)
+    return float(counter.get_total_flops())
+
+
+def step_times(model: torch.nn.Module, steps: int, warmup: int, flush_denormal: bool) -> list[float]:
+    """Seconds per training step of ``model`` after ``warmup`` steps."""
+    torch.set_flush_denormal(flush_denormal)
+    tokens = torch.randint(0, T4_SHAPE["vocab_size"], (200_000,), generator=torch.Generator().manual_seed(0))
+    batches = random_batches(tokens, BATCH, SEQ, seed=0)
+    precision = Precision(torch.device("cpu"), None)  # fp32; flushing is set above, not by the policy
+    hist = train(model, batches, [next(batches)], TrainConfig(steps=warmup + steps, lr=3e-4, eval_interval=10**9),
+                 precision, progress=False)
+    return hist.step_time[warmup:]
+
+
+def _worker(model_name: str, flush: bool, steps: int, warmup: int) -> dict:
+    seed_everything(0)
+    model = BUILDERS[model_name]()
+    return {"flops": step_flops(model), "times": step_times(model, steps, warmup, flush)}
+
+
+def _in_worker(worker: list[str], tuned_allocator: bool, options: tuple[str, ...] = ()) -> dict:
+    """Run ``python -m odebook.bench [options] --worker ...`` with or without the allocator settings."""
+    env = {k: v for k, v in os.environ.items() if k not in ALLOCATOR_ENV}
+    if tuned_allocator:
+        env.update(ALLOCATOR_ENV)
+    out = subprocess.run([sys.executable, "-m", "odebook.bench", *options, "--worker", *worker], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m odebook.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8, help="timed steps per row")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker is not None:  # one measurement, printed as JSON for the parent
+        if args.worker == ["matmul"]:
+            print(json.dumps({"flops_per_s": matmul_flops()}))
+        else:
+            model_name, flush = args.worker
+            print(json.dumps(_worker(model_name, flush == "flush", args.steps, args.warmup)))
+        return
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; t4 shape: 6 layers, d 256, "
+          f"batch {BATCH}×{SEQ}, GPT-2 vocabulary (head padded to {models.HEAD_MULTIPLE}); fp32, AdamW")
+    peak = _in_worker(["matmul"], tuned_allocator=True)["flops_per_s"]
+    print(f"fp32 matmul 2048²: {peak / 1e9:.1f} GFLOP/s")
+    print(f"{'configuration':48s} {'GFLOP/step':>10s} {'ms/step':>8s} {'min–max ms':>12s} {'MFU':>6s}", flush=True)
+    median = {}
+    for label, model_name, flush, tuned in ROWS:
+        r = _in_worker([model_name, "flush" if flush else "noflush"], tuned,
+                       ("--steps", str(args.steps), "--warmup", str(args.warmup)))
+        med = median[label] = statistics.median(r["times"])
+        print(f"{label:48s} {r['flops'] / 1e9:10.1f} {1000 * med:8.0f} "
+              f"{1000 * min(r['times']):5.0f}–{1000 * max(r['times']):<6.0f} {r['flops'] / med / peak:6.1%}",
+              flush=True)
+    base = median[ROWS[0][0]]
+    print(f"denormal flushing: {median[ROWS[1][0]] / base:.2f}× faster; tuned allocator: "
+          f"{median[ROWS[2][0]] / base:.2f}× faster; hybrid / baseline time: {median[ROWS[3][0]] / base:.2f}×")
+
+
+if __name__ == "__main__":
+    main()

@@ -142,6 +142,9 @@ grads = pd.DataFrame([{"model": r.model, "seed": r.seed, "group": group,
 display(table.round(4))
 display(grads)
 
+# %% [markdown]
+# Lines are means over seeds; shading spans the lowest to the highest seed. Training loss is smoothed over 10 steps.
+
 # %%
 fig, (ax_loss, ax_grad, ax_ode) = plots.figure(3)
 plots.plot_over_steps(ax_loss, runs, lambda r: (r.history.step, r.history.loss), label_suffix=" train", smooth=10)

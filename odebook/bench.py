@@ -19,10 +19,10 @@ import sys
 import time
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from odebook import models
 from odebook.data import random_batches
+from odebook.flops import count_flops
 from odebook.models import lm_loss
 from odebook.precision import ALLOCATOR_ENV, Precision, seed_everything
 from odebook.train import TrainConfig, train
@@ -59,10 +59,9 @@ def matmul_flops(n: int = 2048, repeats: int = 10) -> float:
 def step_flops(model: torch.nn.Module) -> float:
     """FLOPs of one forward + backward pass at the benchmark shape, counted by torch."""
     x = torch.randint(0, T4_SHAPE["vocab_size"], (BATCH, SEQ))
-    with FlopCounterMode(display=False) as counter:
-        lm_loss(model, (x, x.roll(-1, 1))).backward()
+    flops = count_flops(lambda: lm_loss(model, (x, x.roll(-1, 1))).backward())
     model.zero_grad(set_to_none=True)
-    return float(counter.get_total_flops())
+    return float(flops)
 
 
 def step_times(model: torch.nn.Module, steps: int, warmup: int, flush_denormal: bool) -> list[float]:

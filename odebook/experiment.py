@@ -13,9 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
+import torch
 from torch import nn
 
 from odebook.data import TokenSplits, fixed_batches, random_batches
+from odebook.flops import forward_flops
 from odebook.models import count_params, param_groups
 from odebook.precision import Precision, seed_everything
 from odebook.stats import mean_ci
@@ -34,11 +36,18 @@ class Run:
     history: History
     test_loss: float
     module: nn.Module
+    flops_per_forward: int  # one forward pass of one batch
+    peak_memory: float  # bytes allocated at the peak of training (CUDA); NaN on CPU, where torch does not track it
+    tokens_per_step: int
 
     @property
     def ms_per_step(self) -> float:
         times = self.history.step_time[WARMUP_STEPS:] or self.history.step_time
         return 1000 * statistics.median(times)
+
+    @property
+    def train_seconds(self) -> float:
+        return sum(self.history.step_time)
 
 
 def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits, config: TrainConfig,
@@ -47,20 +56,26 @@ def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSpli
     """For each seed and each model: seed, build, train, evaluate once on test. Returns the runs in that order."""
     valid = fixed_batches(splits.valid, eval_batches, batch_size, seq_len)
     test = fixed_batches(splits.test, eval_batches, batch_size, seq_len)
+    cuda = precision.device.type == "cuda"
     runs = []
     for seed in seeds:
         for name, build in builders.items():
             seed_everything(seed)
             model = build().to(precision.device)
+            flops = forward_flops(model, valid[0][0].to(precision.device))
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(precision.device)
             hist = train(model, random_batches(splits.train, batch_size, seq_len, seed=seed), valid, config,
                          precision, groups=param_groups(model), desc=f"{name} seed {seed}", progress=progress)
-            runs.append(Run(name, seed, count_params(model), hist, evaluate(model, test, precision), model))
+            peak = float(torch.cuda.max_memory_allocated(precision.device)) if cuda else math.nan
+            runs.append(Run(name, seed, count_params(model), hist, evaluate(model, test, precision), model, flops,
+                            peak, batch_size * seq_len))
     return runs
 
 
 def summarize(runs: Sequence[Run]) -> pd.DataFrame:
     """One row per model: parameters, final validation loss and perplexity (mean and 95 % t-interval over seeds),
-    test loss, ms/step."""
+    test loss, ms/step (median over seeds), tokens/s, FLOPs per forward pass and peak memory."""
     rows = []
     for name in dict.fromkeys(r.model for r in runs):
         rs = [r for r in runs if r.model == name]
@@ -69,5 +84,8 @@ def summarize(runs: Sequence[Run]) -> pd.DataFrame:
         rows.append({"model": name, "params": rs[0].n_params, "seeds": len(rs),
                      "val_loss": val.mean, "val_loss_lo": val.low, "val_loss_hi": val.high,
                      "val_ppl": math.exp(val.mean), "test_loss": test.mean, "test_ppl": math.exp(test.mean),
-                     "ms_per_step": statistics.median(r.ms_per_step for r in rs)})
+                     "ms_per_step": statistics.median(r.ms_per_step for r in rs),
+                     "tokens_per_s": statistics.median(1000 * r.tokens_per_step / r.ms_per_step for r in rs),
+                     "gflops_per_forward": rs[0].flops_per_forward / 1e9,
+                     "peak_memory_mb": max(r.peak_memory for r in rs) / 2**20})
     return pd.DataFrame(rows).set_index("model")

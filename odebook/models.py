@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from odebook.nn import Block, ODEFlowBlock
+from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
 
-__all__ = ["LM", "gpt", "ode_hybrid", "lm_loss", "param_groups", "count_params"]
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "lm_loss", "param_groups", "count_params"]
 
 HEAD_MULTIPLE = 64  # the head's rows are padded to a multiple of this: 50,257 → 50,304 runs the matmul ~1.5× faster
 
@@ -74,6 +74,45 @@ def ode_hybrid(*, vocab_size: int, d_model: int, n_layer: int, n_head: int, max_
     blocks.append(ODEFlowBlock(d_model=d_model, n_head=n_head, **ode_options))
     blocks += [Block(d_model=d_model, n_head=n_head, dropout=dropout) for _ in range(last + 1, n_layer)]
     return LM(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, blocks=blocks, dropout=dropout)
+
+
+def depth_shared(*, vocab_size: int, d_model: int, max_seq_len: int, block: nn.Module, steps: int,
+                 residual: str = "dt", time: str = "depth") -> LM:
+    """One depth-dependent ``block(x, t, h)`` applied ``steps`` times (see odebook.nn.depth.DepthStack)."""
+    stack = DepthStack(block, steps=steps, residual=residual, time=time)
+    return LM(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, blocks=[stack])
+
+
+def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_layer: int, max_seq_len: int,
+                 n_freq: int = 16, d_emb: int = 32, gate_width: int = 32, d_state: int = 16) -> LM:
+    """The models of study 02, by name. Depth-shared models take ``n_layer`` depth steps.
+
+    standard         n_layer independent pre-LN blocks
+    tong             HyperBlock (every weight generated from t), Euler: x + dt·f
+    ti_mlp           GatedBlock, per-channel gates (the published code), direct residual x + f
+    ti_mlp_full      GatedBlock, one gate per weight (the published formula), direct residual
+    ti_ssm           SSMGatedBlock (gated attention + modulated selective SSM + gated MLP), direct residual
+    ti_mlp_constant  ti_mlp with t held constant: the adapter structure without time dependence
+    ti_mlp_dt        ti_mlp with ODE scaling x + dt·f
+    ode_shared       OutputGatedBlock: x + dt·(f_base(x) ⊙ m(t))
+    """
+    d, h = dict(d_model=d_model, n_head=n_head), dict(n_freq=n_freq, gate_width=gate_width)
+    blocks = {
+        "tong": (lambda: HyperBlock(**d, n_freq=n_freq, d_emb=d_emb), "dt", "depth"),
+        "ti_mlp": (lambda: GatedBlock(**d, granularity="channel", **h), "direct", "depth"),
+        "ti_mlp_full": (lambda: GatedBlock(**d, granularity="full", **h), "direct", "depth"),
+        "ti_ssm": (lambda: SSMGatedBlock(**d, d_state=d_state, **h), "direct", "depth"),
+        "ti_mlp_constant": (lambda: GatedBlock(**d, granularity="channel", **h), "direct", "constant"),
+        "ti_mlp_dt": (lambda: GatedBlock(**d, granularity="channel", **h), "dt", "depth"),
+        "ode_shared": (lambda: OutputGatedBlock(**d, **h), "dt", "depth"),
+    }
+    if name == "standard":
+        return gpt(vocab_size=vocab_size, n_layer=n_layer, max_seq_len=max_seq_len, **d)
+    if name not in blocks:
+        raise ValueError(f"unknown model {name!r}; allowed: standard, {', '.join(blocks)}")
+    make, residual, time = blocks[name]
+    return depth_shared(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, block=make(),
+                        steps=n_layer, residual=residual, time=time)
 
 
 def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

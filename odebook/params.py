@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 
 import yaml
 
-__all__ = ["ParamError", "Params", "GradientFlowParams", "STUDIES", "spec", "load_yaml", "validate_file"]
+__all__ = ["ParamError", "Params", "GradientFlowParams", "TimeIndexedParams", "STUDIES", "spec", "load_yaml",
+           "validate_file"]
 
 
 class ParamError(ValueError):
@@ -215,7 +216,57 @@ class GradientFlowParams(Params):
         return errors + _data_problems(self.corpus, self.tokenizer)
 
 
-STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParams,)}
+TIME_INDEXED_MODELS = ("standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_mlp_constant", "ti_mlp_dt",
+                       "ode_shared")
+
+
+@dataclasses.dataclass
+class TimeIndexedParams(Params):
+    """Study 02: full time-dependent weights (Tong et al.) vs shared weights modulated by depth vs a transformer.
+
+    Defaults are the source's configuration (the t4 profile)."""
+
+    study: ClassVar[str] = "02_time_indexed"
+
+    n_seeds: int = spec(5, ge=1, le=20, help="independent training runs per model")
+    models: list[str] = spec(list(TIME_INDEXED_MODELS), choices=TIME_INDEXED_MODELS,
+                             help="which models to train; the verdicts need standard, tong, ti_mlp, ti_mlp_constant, "
+                                  "ti_mlp_dt")
+    corpus: str = spec("wikitext2", choices=("wikitext2",))
+    tokenizer: str = spec("bytes", choices=("gpt2", "bytes"))
+    d_model: int = spec(256, ge=8)
+    n_head: int = spec(4, ge=1)
+    n_layer: int = spec(6, ge=1, le=48, help="layers of the standard transformer = depth steps of the others")
+    seq_len: int = spec(128, ge=2)
+    max_seq_len: int = spec(128, ge=2)
+    batch_size: int = spec(8, ge=1)
+    steps: int = spec(1000, ge=1)
+    lr: float = spec(3e-4, gt=0.0, le=1.0)
+    weight_decay: float = spec(0.0, ge=0.0, help="0 = Adam, as the source")
+    grad_clip: float = spec(1.0, gt=0.0)
+    eval_interval: int = spec(100, ge=1)
+    eval_batches: int = spec(20, ge=1)
+    n_freq: int = spec(16, ge=1, help="S: frequencies of the sinusoidal depth embedding")
+    d_emb: int = spec(32, ge=1, help="width of Tong's time embedding")
+    gate_width: int = spec(32, ge=1, help="hidden width of the gate MLPs")
+    d_state: int = spec(16, ge=1, help="state size N of the SSM")
+    rediscretize: list[int] = spec([3, 12], ge=1, help="depth steps at which ODE-style models are re-evaluated")
+    alpha: float = spec(0.05, gt=0.0, le=0.5, help="significance level of the verdicts")
+
+    def cross_checks(self) -> list[str]:
+        errors = []
+        if self.d_model % self.n_head:
+            errors.append(f"key 'n_head' = {self.n_head}: must divide d_model = {self.d_model}")
+        if self.seq_len > self.max_seq_len:
+            errors.append(f"key 'seq_len' = {self.seq_len}: must be <= max_seq_len = {self.max_seq_len}")
+        if self.eval_interval > self.steps:
+            errors.append(f"key 'eval_interval' = {self.eval_interval}: must be <= steps = {self.steps}")
+        if len(set(self.models)) != len(self.models) or not self.models:
+            errors.append(f"key 'models' = {self.models}: must name each model at most once, at least one")
+        return errors + _data_problems(self.corpus, self.tokenizer)
+
+
+STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParams, TimeIndexedParams)}
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

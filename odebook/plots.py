@@ -1,4 +1,4 @@
-"""Figures shared by the studies: curves over training steps, mean over seeds with a 95 % band."""
+"""Figures shared by the studies: curves over training steps, mean over seeds with the range over seeds."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ from collections.abc import Callable, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-from scipy import stats
-
 from odebook.experiment import Run
 
 __all__ = ["plot_over_steps", "figure"]
@@ -26,7 +24,8 @@ def _smooth(y: np.ndarray, window: int) -> np.ndarray:
 
 def plot_over_steps(ax, runs: Sequence[Run], metric: Callable[[Run], tuple[Sequence[int], Sequence[float]]],
                     *, label_suffix: str = "", smooth: int = 1, linestyle: str = "-", log: bool = False) -> None:
-    """For each model, the mean over seeds of ``metric(run) -> (steps, values)`` and a 95 % t-band."""
+    """For each model, the mean over seeds of ``metric(run) -> (steps, values)``, shaded from the lowest to the
+    highest seed (a band that stays positive on a log scale)."""
     for i, name in enumerate(dict.fromkeys(r.model for r in runs)):
         rs = [r for r in runs if r.model == name]
         steps = np.asarray(metric(rs[0])[0])
@@ -36,8 +35,7 @@ def plot_over_steps(ax, runs: Sequence[Run], metric: Callable[[Run], tuple[Seque
         color = f"C{i}"
         ax.plot(steps, mean, linestyle, color=color, label=f"{name}{label_suffix}")
         if len(rs) > 1:
-            half = stats.t.ppf(0.975, len(rs) - 1) * ys.std(0, ddof=1) / np.sqrt(len(rs))
-            ax.fill_between(steps, mean - half, mean + half, color=color, alpha=0.2, linewidth=0)
+            ax.fill_between(steps, ys.min(0), ys.max(0), color=color, alpha=0.2, linewidth=0)
     ax.set_xlabel("step")
     if log:
         ax.set_yscale("log")

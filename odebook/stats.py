@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["Interval", "mean_ci"]
+__all__ = ["Interval", "mean_ci", "at_most", "Comparison", "welch", "lower_is_held"]
 
 
 @dataclass(frozen=True)
@@ -46,3 +46,32 @@ def at_most(interval: Interval, limit: float) -> str:
     if interval.high <= limit:
         return "held"
     return "not held" if interval.low > limit else "inconclusive"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Welch's t-test of a against b: diff = mean(a) − mean(b), Cohen's d with the average of the two variances."""
+
+    diff: float
+    t: float
+    p: float
+    d: float
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> Comparison:
+    """Welch's unequal-variance t-test (scipy) and Cohen's d; with fewer than two values per side p is NaN."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    diff = float(x.mean() - y.mean())
+    if min(len(x), len(y)) < 2:
+        return Comparison(diff, math.nan, math.nan, math.nan)
+    res = stats.ttest_ind(x, y, equal_var=False)
+    pooled = math.sqrt((x.var(ddof=1) + y.var(ddof=1)) / 2)
+    return Comparison(diff, float(res.statistic), float(res.pvalue), diff / pooled if pooled > 0 else math.nan)
+
+
+def lower_is_held(c: Comparison, alpha: float = 0.05) -> str:
+    """Verdict on "a is lower than b": 'held' when significantly lower at ``alpha``, 'not held' when significantly
+    higher, otherwise 'inconclusive' (no significant difference, or too few seeds for a test)."""
+    if math.isnan(c.p) or c.p >= alpha:
+        return "inconclusive"
+    return "held" if c.diff < 0 else "not held"

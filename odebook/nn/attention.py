@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["CausalSelfAttention", "MLP", "Block", "attention_reference"]
+__all__ = ["CausalSelfAttention", "MLP", "Block", "attention_reference", "causal_attention", "gelu_mlp"]
 
 
 def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -17,6 +17,21 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> to
     scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # [B, H, T, T]
     future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
     return scores.masked_fill(future, float("-inf")).softmax(-1) @ v
+
+
+def causal_attention(x: torch.Tensor, qkv_w: torch.Tensor, qkv_b: torch.Tensor | None, proj_w: torch.Tensor,
+                     proj_b: torch.Tensor | None, n_head: int, dropout: float = 0.0) -> torch.Tensor:
+    """Causal multi-head attention with explicit weights (for generated or gated weights): x [B, T, C]."""
+    B, T, C = x.shape
+    q, k, v = F.linear(x, qkv_w, qkv_b).view(B, T, 3, n_head, C // n_head).permute(2, 0, 3, 1, 4)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+    return F.linear(y.transpose(1, 2).reshape(B, T, C), proj_w, proj_b)
+
+
+def gelu_mlp(x: torch.Tensor, fc_w: torch.Tensor, fc_b: torch.Tensor | None, proj_w: torch.Tensor,
+             proj_b: torch.Tensor | None) -> torch.Tensor:
+    """Linear → GELU → Linear with explicit weights."""
+    return F.linear(F.gelu(F.linear(x, fc_w, fc_b)), proj_w, proj_b)
 
 
 class CausalSelfAttention(nn.Module):
@@ -36,11 +51,9 @@ class CausalSelfAttention(nn.Module):
         return q, k, v  # each [B, H, T, D]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
-        q, k, v = self.heads(x)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.dropout if self.training else 0.0)
-        return self.resid_dropout(self.proj(y.transpose(1, 2).reshape(B, T, C)))
+        y = causal_attention(x, self.qkv.weight, self.qkv.bias, self.proj.weight, self.proj.bias, self.n_head,
+                             self.dropout if self.training else 0.0)
+        return self.resid_dropout(y)
 
 
 class MLP(nn.Module):
@@ -53,7 +66,7 @@ class MLP(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.proj(F.gelu(self.fc(x))))
+        return self.dropout(gelu_mlp(x, self.fc.weight, self.fc.bias, self.proj.weight, self.proj.bias))
 
 
 class Block(nn.Module):

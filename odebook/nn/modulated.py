@@ -1,0 +1,94 @@
+"""Shared weights modulated by depth: one set of base weights used at every depth, scaled by gates σ(MLP(e(t))).
+
+``GatedBlock`` — the time-indexed MLP: W_eff(t) = W_base ⊙ G(t) for the attention and MLP matrices, with
+  granularity "full": G(t) = σ(MLP(e(t))) has one gate per weight (the published formula), or
+  granularity "channel": G(t) = σ(a_out(t)) σ(a_in(t))ᵀ, a gate per output and per input channel (what the
+  published code did). Sequential pre-LN: x ← x + h·attn(LN₁ x; W_eff(t)); x ← x + h·mlp(LN₂ x; W_eff(t)).
+  With every gate equal to 1 it is a weight-shared transformer block.
+``OutputGatedBlock`` — ODE integration with weight sharing: x ← x + h·(f_base(x) ⊙ m(t)), m(t) = σ(MLP(e(t))) ∈ R^d,
+  f_base(x) = attn(LN₁ x) + mlp(LN₂ x).
+
+Gate MLPs: TimeMLP(2S + 1 → width → n_gates); the gates start at σ(0) = 1/2 up to small N(0, 0.02) weights.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from odebook.nn.attention import MLP, CausalSelfAttention, causal_attention, gelu_mlp
+from odebook.nn.depth import TimeMLP
+from odebook.nn.ssm import ModulatedSSM
+
+__all__ = ["GatedBlock", "OutputGatedBlock", "SSMGatedBlock", "GATED_MATRICES"]
+
+GATED_MATRICES = (("attn", "qkv"), ("attn", "proj"), ("mlp", "fc"), ("mlp", "proj"))
+
+
+class GatedBlock(nn.Module):
+    def __init__(self, *, d_model: int, n_head: int, granularity: str = "channel", n_freq: int = 16,
+                 gate_width: int = 32):
+        super().__init__()
+        if granularity not in ("full", "channel"):
+            raise ValueError(f"granularity must be 'full' or 'channel', got {granularity!r}")
+        self.granularity, self.n_head = granularity, n_head
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model=d_model, n_head=n_head)
+        self.mlp = MLP(d_model=d_model)
+        shapes = [tuple(self.base(m, n).weight.shape) for m, n in GATED_MATRICES]
+        self.sizes = [o * i if granularity == "full" else o + i for o, i in shapes]
+        self.gate = TimeMLP(n_freq=n_freq, width=gate_width, out=sum(self.sizes))
+        nn.init.normal_(self.gate.net[-1].weight, std=0.02)
+        nn.init.zeros_(self.gate.net[-1].bias)
+
+    def base(self, module: str, name: str) -> nn.Linear:
+        return getattr(getattr(self, module), name)
+
+    def gates(self, t: float) -> list[torch.Tensor]:
+        """G(t) for each matrix of GATED_MATRICES, shaped like the matrix (or [out, 1] × [1, in] for channels)."""
+        out = []
+        for (m, n), chunk in zip(GATED_MATRICES, torch.sigmoid(self.gate(t)).split(self.sizes)):
+            o, i = self.base(m, n).weight.shape
+            out.append(chunk.view(o, i) if self.granularity == "full" else chunk[:o, None] * chunk[None, o:])
+        return out
+
+    def forward(self, x: torch.Tensor, t: float, h: float) -> torch.Tensor:
+        (g_qkv, g_proj, g_fc, g_out) = self.gates(t)
+        a, m = self.attn, self.mlp
+        x = x + h * causal_attention(self.ln1(x), a.qkv.weight * g_qkv, a.qkv.bias, a.proj.weight * g_proj,
+                                     a.proj.bias, self.n_head)
+        return x + h * gelu_mlp(self.ln2(x), m.fc.weight * g_fc, m.fc.bias, m.proj.weight * g_out, m.proj.bias)
+
+
+class OutputGatedBlock(nn.Module):
+    def __init__(self, *, d_model: int, n_head: int, n_freq: int = 16, gate_width: int = 32):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model=d_model, n_head=n_head)
+        self.mlp = MLP(d_model=d_model)
+        self.gate = TimeMLP(n_freq=n_freq, width=gate_width, out=d_model)
+        nn.init.normal_(self.gate.net[-1].weight, std=0.02)
+        nn.init.zeros_(self.gate.net[-1].bias)
+
+    def gates(self, t: float) -> list[torch.Tensor]:
+        return [torch.sigmoid(self.gate(t))]
+
+    def forward(self, x: torch.Tensor, t: float, h: float) -> torch.Tensor:
+        return x + h * (self.attn(self.ln1(x)) + self.mlp(self.ln2(x))) * self.gates(t)[0]
+
+
+class SSMGatedBlock(GatedBlock):
+    """The time-indexed SSM: a GatedBlock with a depth-modulated selective SSM beside its attention:
+    x ← x + h·[attn(LN₁ x; W_eff(t)) + ssm(LN₃ x; θ(t))];  x ← x + h·mlp(LN₂ x; W_eff(t))."""
+
+    def __init__(self, *, d_model: int, n_head: int, d_state: int = 16, n_freq: int = 16, gate_width: int = 32):
+        super().__init__(d_model=d_model, n_head=n_head, granularity="channel", n_freq=n_freq, gate_width=gate_width)
+        self.ln3 = nn.LayerNorm(d_model)
+        self.ssm = ModulatedSSM(d_model=d_model, d_state=d_state, n_freq=n_freq, gate_width=gate_width)
+
+    def forward(self, x: torch.Tensor, t: float, h: float) -> torch.Tensor:
+        (g_qkv, g_proj, g_fc, g_out) = self.gates(t)
+        a, m = self.attn, self.mlp
+        x = x + h * (causal_attention(self.ln1(x), a.qkv.weight * g_qkv, a.qkv.bias, a.proj.weight * g_proj,
+                                      a.proj.bias, self.n_head) + self.ssm(self.ln3(x), t))
+        return x + h * gelu_mlp(self.ln2(x), m.fc.weight * g_fc, m.fc.bias, m.proj.weight * g_out, m.proj.bias)

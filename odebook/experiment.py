@@ -20,10 +20,10 @@ from odebook.data import TokenSplits, fixed_batches, random_batches
 from odebook.flops import forward_flops
 from odebook.models import count_params, param_groups
 from odebook.precision import Precision, seed_everything
-from odebook.stats import mean_ci
+from odebook.stats import mean_ci, welch
 from odebook.train import History, TrainConfig, evaluate, train
 
-__all__ = ["Run", "run_seeds", "summarize", "WARMUP_STEPS"]
+__all__ = ["Run", "run_seeds", "summarize", "compare_to", "loss_at_depth", "WARMUP_STEPS"]
 
 WARMUP_STEPS = 5  # step times of the first steps (allocator, caches) are left out of ms/step
 
@@ -89,3 +89,24 @@ def summarize(runs: Sequence[Run]) -> pd.DataFrame:
                      "gflops_per_forward": rs[0].flops_per_forward / 1e9,
                      "peak_memory_mb": max(r.peak_memory for r in rs) / 2**20})
     return pd.DataFrame(rows).set_index("model")
+
+
+def compare_to(runs: Sequence[Run], reference: str, metric=lambda r: r.history.final_eval_loss) -> pd.DataFrame:
+    """Each model against ``reference`` on ``metric`` (default: final validation loss): difference of means,
+    Welch's t and p, Cohen's d."""
+    by_model = {name: [metric(r) for r in runs if r.model == name] for name in dict.fromkeys(r.model for r in runs)}
+    rows = []
+    for name, values in by_model.items():
+        c = welch(values, by_model[reference])
+        rows.append({"model": name, f"diff_vs_{reference}": c.diff, "welch_t": c.t, "p_value": c.p, "cohens_d": c.d})
+    return pd.DataFrame(rows).set_index("model")
+
+
+def loss_at_depth(run: Run, steps: int, batches: Sequence, precision: Precision) -> float:
+    """Held-out loss of a trained depth-shared model re-discretised to ``steps`` depth steps (then restored)."""
+    stack = run.module.blocks[0]
+    trained, stack.steps = stack.steps, steps
+    try:
+        return evaluate(run.module, batches, precision)
+    finally:
+        stack.steps = trained

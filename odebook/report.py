@@ -12,7 +12,7 @@ import torch
 
 from odebook.params import Params
 
-__all__ = ["output_dir", "save_figure", "save_results", "repo_root", "to_jsonable"]
+__all__ = ["output_dir", "save_figure", "save_table", "save_results", "repo_root", "to_jsonable"]
 
 
 def repo_root() -> Path | None:
@@ -34,6 +34,13 @@ def output_dir(params: Params) -> Path:
 def save_figure(fig, out: Path, name: str) -> None:
     """Save ``fig`` as figures/<name>.png (it is shown inline by the notebook as usual)."""
     fig.savefig(out / "figures" / f"{name}.png", dpi=120, bbox_inches="tight")
+
+
+def save_table(table, out: Path, name: str, float_format: str = "{:.4g}") -> None:
+    """Write a pandas DataFrame as <name>.csv, <name>.md and <name>.tex."""
+    table.to_csv(out / f"{name}.csv")
+    (out / f"{name}.md").write_text(table.to_markdown(floatfmt=".4g"))
+    (out / f"{name}.tex").write_text(table.style.format(float_format, na_rep="–").to_latex(hrules=True))
 
 
 def to_jsonable(x: Any) -> Any:

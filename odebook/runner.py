@@ -161,7 +161,9 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
                                    parameters={**overrides, "output_dir": str(stage.resolve())},
                                    kernel_name=kernel, language="python", cwd=str(book.notebooks), log_output=True,
                                    progress_bar=False)
-    except Exception as err:  # a failing cell, a dead kernel: record it, render what ran, go on
+    except papermill.PapermillExecutionError as err:  # a cell raised: record which and what, go on
+        error = f"cell [{err.exec_count}] raised {err.ename}: {err.evalue}"
+    except Exception as err:  # a dead kernel, an unreadable notebook: record it, render what ran, go on
         error = f"{type(err).__name__}: {err}"
     seconds = time.perf_counter() - t0
     _render_html(ipynb, stage / f"{name}.html", error)

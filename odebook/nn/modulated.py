@@ -20,12 +20,14 @@ from odebook.nn.attention import MLP, CausalSelfAttention, causal_attention, gel
 from odebook.nn.depth import TimeMLP
 from odebook.nn.ssm import ModulatedSSM
 
-__all__ = ["GatedBlock", "OutputGatedBlock", "SSMGatedBlock", "GATED_MATRICES"]
+__all__ = ["GatedBlock", "OutputGatedBlock", "SSMGatedBlock", "GATED_MATRICES", "modulation_curves"]
 
 GATED_MATRICES = (("attn", "qkv"), ("attn", "proj"), ("mlp", "fc"), ("mlp", "proj"))
 
 
 class GatedBlock(nn.Module):
+    gate_names = ("qkv", "proj", "fc", "mlp out")
+
     def __init__(self, *, d_model: int, n_head: int, granularity: str = "channel", n_freq: int = 16,
                  gate_width: int = 32):
         super().__init__()
@@ -61,6 +63,8 @@ class GatedBlock(nn.Module):
 
 
 class OutputGatedBlock(nn.Module):
+    gate_names = ("m",)
+
     def __init__(self, *, d_model: int, n_head: int, n_freq: int = 16, gate_width: int = 32):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
@@ -92,3 +96,17 @@ class SSMGatedBlock(GatedBlock):
         x = x + h * (causal_attention(self.ln1(x), a.qkv.weight * g_qkv, a.qkv.bias, a.proj.weight * g_proj,
                                       a.proj.bias, self.n_head) + self.ssm(self.ln3(x), t))
         return x + h * gelu_mlp(self.ln2(x), m.fc.weight * g_fc, m.fc.bias, m.proj.weight * g_out, m.proj.bias)
+
+
+@torch.no_grad()
+def modulation_curves(module: nn.Module, ts: list[float]) -> dict[str, list[float]]:
+    """The mean gate σ(·) of every gated part of ``module`` (anything with ``gates(t)`` and ``gate_names``) at
+    each depth in ``ts``: {name: [mean at t for t in ts]}."""
+    curves: dict[str, list[float]] = {}
+    for prefix, sub in module.named_modules():
+        if hasattr(sub, "gates") and hasattr(sub, "gate_names"):
+            label = "ssm " if prefix.endswith("ssm") else ""
+            per_t = [[g.mean().item() for g in sub.gates(t)] for t in ts]
+            for i, name in enumerate(sub.gate_names):
+                curves[label + name] = [row[i] for row in per_t]
+    return curves

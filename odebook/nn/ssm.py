@@ -25,14 +25,14 @@ __all__ = ["selective_scan", "ModulatedSSM"]
 def selective_scan(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
                    D: torch.Tensor) -> torch.Tensor:
     """u, Δ: [b, T, d]; A: [d, N]; B, C: [b, T, N]; D: [d] → y [b, T, d]."""
-    b, T, d = u.shape
+    b, _, d = u.shape
     h = u.new_zeros(b, d, A.shape[1])
     decay = torch.exp(delta[..., None] * A)  # [b, T, d, N]
     write = (delta * u)[..., None] * B[:, :, None, :]  # [b, T, d, N]
     ys = []
-    for t in range(T):
-        h = decay[:, t] * h + write[:, t]
-        ys.append((h * C[:, t, None, :]).sum(-1))
+    for decay_t, write_t, C_t in zip(decay.unbind(1), write.unbind(1), C.unbind(1)):  # unbind: one backward copy
+        h = decay_t * h + write_t
+        ys.append((h * C_t[:, None, :]).sum(-1))
     return torch.stack(ys, 1) + D * u
 
 

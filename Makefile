@@ -36,7 +36,7 @@ test:  ## unit tests, notebook pairing, smoke execution of every notebook
 sync:  ## pair notebooks/*.py with notebooks/*.ipynb (jupytext), outputs stripped
 	$(VENV)/bin/jupytext --sync notebooks/*.py
 
-bench:  ## CPU benchmark: step time with/without denormal flushing, hybrid ratio, model-FLOPs utilisation
+bench:  ## CPU benchmarks: 01 step time (denormals, allocator), hybrid ratio, MFU; 02 ms/step and tokens/s per model
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.bench
 
 clean-outputs:  ## delete outputs/<PROFILE>

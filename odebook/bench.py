@@ -1,11 +1,15 @@
-"""CPU benchmark of study 01 at the source's (t4) shape, measured side by side in one run (``make bench``).
+"""CPU benchmarks at the sources' (t4) shapes, measured side by side in one run (``make bench``).
 
-Prints the FLOP/s of a large fp32 matmul, then for the baseline and the ODE hybrid the ms per training step
+Study 01: prints the FLOP/s of a large fp32 matmul, then for the baseline and the ODE hybrid the ms per training step
 (forward, backward, clipping, AdamW) with and without denormal flushing and with and without the allocator
 settings of ``odebook.precision.ALLOCATOR_ENV``, and model-FLOPs utilisation: the model's FLOPs per step
 (torch.utils.flop_counter) per second, divided by that matmul rate. Each row runs in its own worker process, because
-glibc reads its allocator settings at process start; timings are medians over steps after warm-up. Speed is
-measured here, never asserted in a test.
+glibc reads its allocator settings at process start; timings are medians over steps after warm-up.
+
+Study 02: ms per training step, tokens/s and FLOPs per parameter (forward pass) of each of its eight models at the
+t4 shape (d 256, 6 layers or depth steps, batch 8 × 128, bytes), in one worker with the tuned allocator.
+
+Speed is measured here, never asserted in a test.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import torch
 from odebook import models
 from odebook.data import random_batches
 from odebook.flops import count_flops
-from odebook.models import lm_loss
+from odebook.flops import forward_flops
+from odebook.models import count_params, lm_loss, time_indexed
+from odebook.params import TIME_INDEXED_MODELS
 from odebook.precision import ALLOCATOR_ENV, Precision, seed_everything
 from odebook.train import TrainConfig, train
 
@@ -81,6 +87,26 @@ def _worker(model_name: str, flush: bool, steps: int, warmup: int) -> dict:
     return {"flops": step_flops(model), "times": step_times(model, steps, warmup, flush)}
 
 
+T4_02 = dict(vocab_size=256, d_model=256, n_head=4, n_layer=6, max_seq_len=128)
+BATCH_02, SEQ_02 = 8, 128
+
+
+def _worker_02(steps: int, warmup: int) -> dict:
+    """Every study-02 model at its t4 shape: parameters, forward FLOPs, ms/step."""
+    torch.set_flush_denormal(True)
+    tokens = torch.randint(0, 256, (100_000,), generator=torch.Generator().manual_seed(0))
+    rows = {}
+    for name in TIME_INDEXED_MODELS:
+        seed_everything(0)
+        model = time_indexed(name, **T4_02)
+        batches = random_batches(tokens, BATCH_02, SEQ_02, seed=0)
+        flops = forward_flops(model, next(batches)[0])
+        hist = train(model, batches, [next(batches)], TrainConfig(steps=warmup + steps, lr=3e-4,
+                     eval_interval=10**9), Precision(torch.device("cpu"), None), progress=False)
+        rows[name] = {"params": count_params(model), "flops": flops, "times": hist.step_time[warmup:]}
+    return rows
+
+
 def _in_worker(worker: list[str], tuned_allocator: bool, options: tuple[str, ...] = ()) -> dict:
     """Run ``python -m odebook.bench [options] --worker ...`` with or without the allocator settings."""
     env = {k: v for k, v in os.environ.items() if k not in ALLOCATOR_ENV}
@@ -100,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker is not None:  # one measurement, printed as JSON for the parent
         if args.worker == ["matmul"]:
             print(json.dumps({"flops_per_s": matmul_flops()}))
+        elif args.worker == ["02"]:
+            print(json.dumps(_worker_02(args.steps, args.warmup)))
         else:
             model_name, flush = args.worker
             print(json.dumps(_worker(model_name, flush == "flush", args.steps, args.warmup)))
@@ -121,6 +149,17 @@ def main(argv: list[str] | None = None) -> None:
     base = median[ROWS[0][0]]
     print(f"denormal flushing: {median[ROWS[1][0]] / base:.2f}× faster; tuned allocator: "
           f"{median[ROWS[2][0]] / base:.2f}× faster; hybrid / baseline time: {median[ROWS[3][0]] / base:.2f}×")
+
+    print(f"\nstudy 02 at its t4 shape: d 256, 6 layers / depth steps, batch {BATCH_02}×{SEQ_02}, bytes; fp32, "
+          "tuned allocator")
+    print(f"{'model':16s} {'params':>10s} {'MFLOP/fwd':>10s} {'FLOP/param':>10s} {'ms/step':>8s} {'tokens/s':>9s} "
+          f"{'vs standard':>11s}", flush=True)
+    rows = _in_worker(["02"], True, ("--steps", str(max(2, args.steps // 2)), "--warmup", str(args.warmup)))
+    standard = statistics.median(rows["standard"]["times"])
+    for name, r in rows.items():
+        med = statistics.median(r["times"])
+        print(f"{name:16s} {r['params']:10,d} {r['flops'] / 1e6:10.0f} {r['flops'] / r['params']:10.0f} "
+              f"{1000 * med:8.0f} {BATCH_02 * SEQ_02 / med:9.0f} {med / standard:10.2f}×")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["Interval", "mean_ci", "at_most", "Comparison", "welch", "lower_is_held"]
+__all__ = ["Interval", "mean_ci", "at_most", "Comparison", "welch", "lower_is_held", "claim_lower", "all_of"]
 
 
 @dataclass(frozen=True)
@@ -75,3 +75,22 @@ def lower_is_held(c: Comparison, alpha: float = 0.05) -> str:
     if math.isnan(c.p) or c.p >= alpha:
         return "inconclusive"
     return "held" if c.diff < 0 else "not held"
+
+
+def claim_lower(a: Sequence[float], b: Sequence[float], alpha: float, name_a: str, name_b: str) -> tuple[str, str]:
+    """Verdict and evidence for "a is lower than b" (Welch's t-test at ``alpha``); 'not run' when a side is empty."""
+    if len(a) == 0 or len(b) == 0:
+        return "not run", f"needs {name_a} and {name_b}"
+    c = welch(a, b)
+    return lower_is_held(c, alpha), f"{name_a} − {name_b} = {c.diff:+.4f}, p = {c.p:.3g}, d = {c.d:+.2f}"
+
+
+def all_of(*claims: tuple[str, str]) -> tuple[str, str]:
+    """A claim made of several: held when all are held; not held when any is not held; else not run/inconclusive."""
+    verdicts = [v for v, _ in claims]
+    for outcome in ("not held", "not run", "inconclusive"):
+        if outcome in verdicts:
+            break
+    else:
+        outcome = "held"
+    return outcome, "; ".join(e for _, e in claims)

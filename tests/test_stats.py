@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from odebook.stats import Interval, at_most, mean_ci
+from odebook.stats import Interval, all_of, at_most, claim_lower, lower_is_held, mean_ci, welch
 
 
 def test_mean_ci_matches_the_t_table():
@@ -21,3 +21,25 @@ def test_at_most_verdicts():
     assert at_most(Interval(1.3, 1.2, 1.4, 3), 1.1) == "not held"
     assert at_most(Interval(1.1, 1.0, 1.2, 3), 1.1) == "inconclusive"
     assert at_most(Interval(1.2, math.nan, math.nan, 1), 1.1) == "not held"
+
+
+def test_welch_matches_scipy_and_cohens_d_its_definition():
+    a, b = [1.0, 1.2, 0.9, 1.1], [1.5, 1.4, 1.7, 1.6]
+    c = welch(a, b)
+    var = 0.05 / 3  # both samples: squared deviations 0.0025 + 0.0225 + 0.0225 + 0.0025, n − 1 = 3
+    assert c.diff == pytest.approx(-0.5)
+    assert c.t == pytest.approx(-0.5 / math.sqrt(var / 4 + var / 4)) and c.p < 0.01
+    assert c.d == pytest.approx(-0.5 / math.sqrt(var))
+    assert math.isnan(welch([1.0], [2.0]).p)
+
+
+def test_claim_verdicts():
+    low, high = [1.0, 1.1, 0.9, 1.0], [2.0, 2.1, 1.9, 2.0]
+    assert claim_lower(low, high, 0.05, "a", "b")[0] == "held"
+    assert claim_lower(high, low, 0.05, "a", "b")[0] == "not held"
+    assert claim_lower(low, [1.05, 0.95, 1.0, 1.02], 0.05, "a", "b")[0] == "inconclusive"
+    assert claim_lower([], low, 0.05, "a", "b")[0] == "not run"
+    assert lower_is_held(welch([1.0], [2.0])) == "inconclusive"  # one seed: no test
+    assert all_of(("held", "x"), ("held", "y")) == ("held", "x; y")
+    assert all_of(("held", "x"), ("inconclusive", "y"))[0] == "inconclusive"
+    assert all_of(("inconclusive", "x"), ("not held", "y"))[0] == "not held"

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-__all__ = ["ParamError", "Params", "GradientFlowParams", "TimeIndexedParams", "STUDIES", "spec", "load_yaml",
+__all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "STUDIES", "spec", "load_yaml",
            "validate_file"]
 
 
@@ -164,14 +164,9 @@ def _data_problems(corpus: str, tokenizer: str) -> list[str]:
 
 
 @dataclasses.dataclass
-class GradientFlowParams(Params):
-    """Study 01: a GPT baseline against the same GPT with a block of layers replaced by a neural-ODE flow.
+class LMParams(Params):
+    """Fields and checks of every study that trains language models on a corpus; studies override defaults."""
 
-    Defaults are the source's configuration (the t4 profile)."""
-
-    study: ClassVar[str] = "01_gradient_flow"
-
-    n_seeds: int = spec(3, ge=1, le=20, help="independent training runs per model")
     corpus: str = spec("wikitext2", choices=("wikitext2",))
     tokenizer: str = spec("gpt2", choices=("gpt2", "bytes"))
     n_layer: int = spec(6, ge=1, le=48)
@@ -184,9 +179,30 @@ class GradientFlowParams(Params):
     lr: float = spec(3e-4, gt=0.0, le=1.0)
     weight_decay: float = spec(0.1, ge=0.0)
     grad_clip: float = spec(1.0, gt=0.0)
-    dropout: float = spec(0.1, ge=0.0, le=0.9)
     eval_interval: int = spec(50, ge=1)
     eval_batches: int = spec(20, ge=1, help="fixed held-out batches evaluated at every interval")
+
+    def cross_checks(self) -> list[str]:
+        errors = []
+        if self.d_model % self.n_head:
+            errors.append(f"key 'n_head' = {self.n_head}: must divide d_model = {self.d_model}")
+        if self.seq_len > self.max_seq_len:
+            errors.append(f"key 'seq_len' = {self.seq_len}: must be <= max_seq_len = {self.max_seq_len}")
+        if self.eval_interval > self.steps:
+            errors.append(f"key 'eval_interval' = {self.eval_interval}: must be <= steps = {self.steps}")
+        return errors + _data_problems(self.corpus, self.tokenizer)
+
+
+@dataclasses.dataclass
+class GradientFlowParams(LMParams):
+    """Study 01: a GPT baseline against the same GPT with a block of layers replaced by a neural-ODE flow.
+
+    Defaults are the source's configuration (the t4 profile)."""
+
+    study: ClassVar[str] = "01_gradient_flow"
+
+    n_seeds: int = spec(3, ge=1, le=20, help="independent training runs per model")
+    dropout: float = spec(0.1, ge=0.0, le=0.9)
     ode_layers: list[int] = spec([2, 3], ge=0, help="consecutive 0-based layers replaced by one ODE flow block")
     solver: str = spec("euler", choices=("euler", "midpoint", "rk4", "dopri5"))
     ode_steps: int = spec(4, ge=1, le=256, help="fixed-grid steps over t in [0, 1] (ignored by dopri5)")
@@ -198,11 +214,7 @@ class GradientFlowParams(Params):
     control_scales: list[float] = spec([0.0, 0.5, 1.0, 2.0, 4.0], ge=0.0, help="scales for the control check")
 
     def cross_checks(self) -> list[str]:
-        errors = []
-        if self.d_model % self.n_head:
-            errors.append(f"key 'n_head' = {self.n_head}: must divide d_model = {self.d_model}")
-        if self.seq_len > self.max_seq_len:
-            errors.append(f"key 'seq_len' = {self.seq_len}: must be <= max_seq_len = {self.max_seq_len}")
+        errors = super().cross_checks()
         layers = self.ode_layers
         if not layers:
             errors.append("key 'ode_layers' = []: must name at least one layer")
@@ -211,9 +223,7 @@ class GradientFlowParams(Params):
         elif layers[-1] >= self.n_layer:
             errors.append(f"key 'ode_layers' = {layers}: layers must lie in 0..{self.n_layer - 1} "
                           f"(n_layer = {self.n_layer})")
-        if self.eval_interval > self.steps:
-            errors.append(f"key 'eval_interval' = {self.eval_interval}: must be <= steps = {self.steps}")
-        return errors + _data_problems(self.corpus, self.tokenizer)
+        return errors
 
 
 TIME_INDEXED_MODELS = ("standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_mlp_constant", "ti_mlp_dt",
@@ -221,7 +231,7 @@ TIME_INDEXED_MODELS = ("standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "t
 
 
 @dataclasses.dataclass
-class TimeIndexedParams(Params):
+class TimeIndexedParams(LMParams):
     """Study 02: full time-dependent weights (Tong et al.) vs shared weights modulated by depth vs a transformer.
 
     Defaults are the source's configuration (the t4 profile)."""
@@ -232,20 +242,14 @@ class TimeIndexedParams(Params):
     models: list[str] = spec(list(TIME_INDEXED_MODELS), choices=TIME_INDEXED_MODELS,
                              help="which models to train; the verdicts need standard, tong, ti_mlp, ti_mlp_constant, "
                                   "ti_mlp_dt")
-    corpus: str = spec("wikitext2", choices=("wikitext2",))
     tokenizer: str = spec("bytes", choices=("gpt2", "bytes"))
-    d_model: int = spec(256, ge=8)
-    n_head: int = spec(4, ge=1)
     n_layer: int = spec(6, ge=1, le=48, help="layers of the standard transformer = depth steps of the others")
-    seq_len: int = spec(128, ge=2)
-    max_seq_len: int = spec(128, ge=2)
+    seq_len: int = spec(128, ge=2, help="training and evaluation context")
+    max_seq_len: int = spec(128, ge=2, help="size of the positional embedding")
     batch_size: int = spec(8, ge=1)
     steps: int = spec(1000, ge=1)
-    lr: float = spec(3e-4, gt=0.0, le=1.0)
     weight_decay: float = spec(0.0, ge=0.0, help="0 = Adam, as the source")
-    grad_clip: float = spec(1.0, gt=0.0)
     eval_interval: int = spec(100, ge=1)
-    eval_batches: int = spec(20, ge=1)
     n_freq: int = spec(16, ge=1, help="S: frequencies of the sinusoidal depth embedding")
     d_emb: int = spec(32, ge=1, help="width of Tong's time embedding")
     gate_width: int = spec(32, ge=1, help="hidden width of the gate MLPs")
@@ -254,16 +258,10 @@ class TimeIndexedParams(Params):
     alpha: float = spec(0.05, gt=0.0, le=0.5, help="significance level of the verdicts")
 
     def cross_checks(self) -> list[str]:
-        errors = []
-        if self.d_model % self.n_head:
-            errors.append(f"key 'n_head' = {self.n_head}: must divide d_model = {self.d_model}")
-        if self.seq_len > self.max_seq_len:
-            errors.append(f"key 'seq_len' = {self.seq_len}: must be <= max_seq_len = {self.max_seq_len}")
-        if self.eval_interval > self.steps:
-            errors.append(f"key 'eval_interval' = {self.eval_interval}: must be <= steps = {self.steps}")
+        errors = super().cross_checks()
         if len(set(self.models)) != len(self.models) or not self.models:
             errors.append(f"key 'models' = {self.models}: must name each model at most once, at least one")
-        return errors + _data_problems(self.corpus, self.tokenizer)
+        return errors
 
 
 STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParams, TimeIndexedParams)}

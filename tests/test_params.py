@@ -84,3 +84,17 @@ def test_every_field_has_a_type_the_validator_knows():
         assert "\n" in cls.describe()
         for f in dataclasses.fields(cls):
             assert f.metadata, f"{cls.__name__}.{f.name} is not declared with spec()"
+
+
+def test_time_indexed_parameters_are_checked_too():
+    from odebook.params import TimeIndexedParams
+
+    with pytest.raises(ParamError) as info:
+        TimeIndexedParams.from_mapping({"models": ["standard", "mamba"], "seq_len": 256, "alpha": 0.9}, "p.yaml")
+    msg = str(info.value)
+    assert "key 'models'" in msg and "'ti_mlp'" in msg  # lists what is allowed
+    assert "key 'alpha' = 0.9: must be <= 0.5" in msg
+    with pytest.raises(ParamError, match="must be <= max_seq_len = 128"):
+        TimeIndexedParams.from_mapping({"seq_len": 256}, "p.yaml")
+    with pytest.raises(ParamError, match="each model at most once"):
+        TimeIndexedParams.from_mapping({"models": ["tong", "tong"]}, "p.yaml")

@@ -6,6 +6,9 @@ settings of ``odebook.precision.ALLOCATOR_ENV``, and model-FLOPs utilisation: th
 (torch.utils.flop_counter) per second, divided by that matmul rate. Each row runs in its own worker process, because
 glibc reads its allocator settings at process start; timings are medians over steps after warm-up.
 
+Gated delta rule: forward + backward time of the chunked pure-PyTorch form against the reference loop for
+T ∈ {256, 1024, 4096} (batch 2, 4 heads, K = V = 64, chunk 64).
+
 Study 02: ms per training step, tokens/s and FLOPs per parameter (forward pass) of each of its eight models at the
 t4 shape (d 256, 6 layers or depth steps, batch 8 × 128, bytes), in one worker with the tuned allocator.
 
@@ -107,6 +110,28 @@ def _worker_02(steps: int, warmup: int) -> dict:
     return rows
 
 
+def delta_rule_times(T: int, repeats: int) -> dict[str, float]:
+    """Median seconds of forward + backward for the reference and the chunked gated delta rule at length T."""
+    from odebook.nn.delta_rule import gated_delta_rule_chunked, gated_delta_rule_reference
+
+    gen = torch.Generator().manual_seed(T)
+    B, H, K = 2, 4, 64
+    base = [torch.nn.functional.normalize(torch.randn(B, T, H, K, generator=gen), dim=-1) for _ in range(2)]
+    base += [torch.randn(B, T, H, K, generator=gen),
+             torch.nn.functional.logsigmoid(torch.randn(B, T, H, generator=gen)), torch.rand(B, T, H, generator=gen)]
+    out = {}
+    for name, fn in (("reference", gated_delta_rule_reference), ("chunked", gated_delta_rule_chunked)):
+        times = []
+        for _ in range(repeats if name == "chunked" or T <= 1024 else 1):
+            xs = [x.clone().requires_grad_() for x in base]
+            t0 = time.perf_counter()
+            o, S = fn(*xs)
+            (o.sum() + S.sum()).backward()
+            times.append(time.perf_counter() - t0)
+        out[name] = statistics.median(times)
+    return out
+
+
 def _in_worker(worker: list[str], tuned_allocator: bool, options: tuple[str, ...] = ()) -> dict:
     """Run ``python -m odebook.bench [options] --worker ...`` with or without the allocator settings."""
     env = {k: v for k, v in os.environ.items() if k not in ALLOCATOR_ENV}
@@ -117,10 +142,52 @@ def _in_worker(worker: list[str], tuned_allocator: bool, options: tuple[str, ...
     return json.loads(out.strip().splitlines()[-1])
 
 
+def bench_01(steps: int, warmup: int) -> None:
+    print(f"\nstudy 01 at its t4 shape: 6 layers, d 256, batch {BATCH}×{SEQ}, GPT-2 vocabulary (head padded to "
+          f"{models.HEAD_MULTIPLE}); fp32, AdamW")
+    peak = _in_worker(["matmul"], tuned_allocator=True)["flops_per_s"]
+    print(f"fp32 matmul 2048²: {peak / 1e9:.1f} GFLOP/s")
+    print(f"{'configuration':48s} {'GFLOP/step':>10s} {'ms/step':>8s} {'min–max ms':>12s} {'MFU':>6s}", flush=True)
+    median = {}
+    for label, model_name, flush, tuned in ROWS:
+        r = _in_worker([model_name, "flush" if flush else "noflush"], tuned,
+                       ("--steps", str(steps), "--warmup", str(warmup)))
+        med = median[label] = statistics.median(r["times"])
+        print(f"{label:48s} {r['flops'] / 1e9:10.1f} {1000 * med:8.0f} "
+              f"{1000 * min(r['times']):5.0f}–{1000 * max(r['times']):<6.0f} {r['flops'] / med / peak:6.1%}",
+              flush=True)
+    base = median[ROWS[0][0]]
+    print(f"denormal flushing: {median[ROWS[1][0]] / base:.2f}× faster; tuned allocator: "
+          f"{median[ROWS[2][0]] / base:.2f}× faster; hybrid / baseline time: {median[ROWS[3][0]] / base:.2f}×")
+
+
+def bench_delta_rule() -> None:
+    print("\ngated delta rule, forward + backward on the CPU (batch 2, 4 heads, K = V = 64, chunk 64)")
+    print(f"{'T':>6s} {'reference ms':>13s} {'chunked ms':>11s} {'speed-up':>9s}", flush=True)
+    for T in (256, 1024, 4096):
+        t = delta_rule_times(T, repeats=3)
+        print(f"{T:6d} {1000 * t['reference']:13.0f} {1000 * t['chunked']:11.1f} "
+              f"{t['reference'] / t['chunked']:8.1f}×", flush=True)
+
+
+def bench_02(steps: int, warmup: int) -> None:
+    print(f"\nstudy 02 at its t4 shape: d 256, 6 layers / depth steps, batch {BATCH_02}×{SEQ_02}, bytes; fp32, "
+          "tuned allocator")
+    print(f"{'model':16s} {'params':>10s} {'MFLOP/fwd':>10s} {'FLOP/param':>10s} {'ms/step':>8s} {'tokens/s':>9s} "
+          f"{'vs standard':>11s}", flush=True)
+    rows = _in_worker(["02"], True, ("--steps", str(max(2, steps // 2)), "--warmup", str(warmup)))
+    standard = statistics.median(rows["standard"]["times"])
+    for name, r in rows.items():
+        med = statistics.median(r["times"])
+        print(f"{name:16s} {r['params']:10,d} {r['flops'] / 1e6:10.0f} {r['flops'] / r['params']:10.0f} "
+              f"{1000 * med:8.0f} {BATCH_02 * SEQ_02 / med:9.0f} {med / standard:10.2f}×")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m odebook.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="timed steps per row")
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--only", choices=("01", "delta_rule", "02"), help="run one section")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:  # one measurement, printed as JSON for the parent
@@ -133,34 +200,13 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(_worker(model_name, flush == "flush", args.steps, args.warmup)))
         return
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; t4 shape: 6 layers, d 256, "
-          f"batch {BATCH}×{SEQ}, GPT-2 vocabulary (head padded to {models.HEAD_MULTIPLE}); fp32, AdamW")
-    peak = _in_worker(["matmul"], tuned_allocator=True)["flops_per_s"]
-    print(f"fp32 matmul 2048²: {peak / 1e9:.1f} GFLOP/s")
-    print(f"{'configuration':48s} {'GFLOP/step':>10s} {'ms/step':>8s} {'min–max ms':>12s} {'MFU':>6s}", flush=True)
-    median = {}
-    for label, model_name, flush, tuned in ROWS:
-        r = _in_worker([model_name, "flush" if flush else "noflush"], tuned,
-                       ("--steps", str(args.steps), "--warmup", str(args.warmup)))
-        med = median[label] = statistics.median(r["times"])
-        print(f"{label:48s} {r['flops'] / 1e9:10.1f} {1000 * med:8.0f} "
-              f"{1000 * min(r['times']):5.0f}–{1000 * max(r['times']):<6.0f} {r['flops'] / med / peak:6.1%}",
-              flush=True)
-    base = median[ROWS[0][0]]
-    print(f"denormal flushing: {median[ROWS[1][0]] / base:.2f}× faster; tuned allocator: "
-          f"{median[ROWS[2][0]] / base:.2f}× faster; hybrid / baseline time: {median[ROWS[3][0]] / base:.2f}×")
-
-    print(f"\nstudy 02 at its t4 shape: d 256, 6 layers / depth steps, batch {BATCH_02}×{SEQ_02}, bytes; fp32, "
-          "tuned allocator")
-    print(f"{'model':16s} {'params':>10s} {'MFLOP/fwd':>10s} {'FLOP/param':>10s} {'ms/step':>8s} {'tokens/s':>9s} "
-          f"{'vs standard':>11s}", flush=True)
-    rows = _in_worker(["02"], True, ("--steps", str(max(2, args.steps // 2)), "--warmup", str(args.warmup)))
-    standard = statistics.median(rows["standard"]["times"])
-    for name, r in rows.items():
-        med = statistics.median(r["times"])
-        print(f"{name:16s} {r['params']:10,d} {r['flops'] / 1e6:10.0f} {r['flops'] / r['params']:10.0f} "
-              f"{1000 * med:8.0f} {BATCH_02 * SEQ_02 / med:9.0f} {med / standard:10.2f}×")
-
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    if args.only in (None, "01"):
+        bench_01(args.steps, args.warmup)
+    if args.only in (None, "delta_rule"):
+        bench_delta_rule()
+    if args.only in (None, "02"):
+        bench_02(args.steps, args.warmup)
 
 if __name__ == "__main__":
     main()

@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 import yaml
 
-__all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "STUDIES", "spec", "load_yaml",
-           "validate_file"]
+__all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "STUDIES", "spec",
+           "load_yaml", "validate_file"]
 
 
 class ParamError(ValueError):

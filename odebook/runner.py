@@ -122,7 +122,8 @@ def _device() -> str:
 
     if torch.cuda.is_available():
         return f"cuda: {torch.cuda.get_device_name(0)}"
-    return f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.get_num_threads()} threads"
+    cpu = platform.processor() or platform.machine()
+    return f"cpu: {cpu}, {os.cpu_count()} cores, torch {torch.get_num_threads()} threads"
 
 
 def _render_html(ipynb: Path, html_path: Path, error: str) -> None:
@@ -203,7 +204,8 @@ def write_index(book: Book, profile: str) -> Path:
     out_root.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in book.all_notebooks():
-        good, bad = _read_json(out_root / name / "manifest.json"), _read_json(out_root / f"{name}.failed" / "manifest.json")
+        good = _read_json(out_root / name / "manifest.json")
+        bad = _read_json(out_root / f"{name}.failed" / "manifest.json")
         latest, folder = (bad, f"{name}.failed") if bad else (good, name)
         if not latest:
             rows.append(f"<tr><td>{name}</td><td>not run</td><td></td><td></td><td></td></tr>")

@@ -46,7 +46,8 @@ class DepthStack(nn.Module):
     def __init__(self, block: nn.Module, *, steps: int, residual: str = "dt", time: str = "depth"):
         super().__init__()
         if residual not in ("dt", "direct") or time not in ("depth", "constant"):
-            raise ValueError(f"residual must be 'dt' or 'direct' and time 'depth' or 'constant', got {residual}, {time}")
+            raise ValueError(f"residual must be 'dt' or 'direct' and time 'depth' or 'constant', "
+                             f"got {residual!r}, {time!r}")
         self.block, self.steps, self.residual, self.time = block, steps, residual, time
 
     def times(self) -> list[float]:

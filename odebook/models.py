@@ -12,9 +12,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
+import contextlib
 
-__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "lm_loss", "param_groups", "count_params"]
+from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
+from odebook.nn.attention import CausalSelfAttention, MixerBlock, SlidingWindowAttention
+from odebook.nn.gdn import GatedDeltaNet
+
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation",
+           "gdn_diagnostics", "lm_loss", "param_groups", "count_params"]
 
 HEAD_MULTIPLE = 64  # the head's rows are padded to a multiple of this: 50,257 → 50,304 runs the matmul ~1.5× faster
 
@@ -113,6 +118,45 @@ def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_lay
     make, residual, time = blocks[name]
     return depth_shared(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, block=make(),
                         steps=n_layer, residual=residual, time=time)
+
+
+def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_seq_len: int,
+               head_dim: int | None = None, window: int = 64, conv_width: int = 4, beta_floor: float = 0.0,
+               g_bias: float = 2.0, dropout: float = 0.0) -> LM:
+    """A stack written as a string, one letter a layer — G: Gated DeltaNet, S: sliding-window attention (window
+    ``window``), A: full causal attention — each mixer followed by an MLP (MixerBlock)."""
+    def mixer(letter: str) -> nn.Module:
+        if letter == "G":
+            return GatedDeltaNet(d_model=d_model, n_head=n_head, head_dim=head_dim, conv_width=conv_width,
+                                 beta_floor=beta_floor, g_bias=g_bias)
+        if letter == "S":
+            return SlidingWindowAttention(d_model=d_model, n_head=n_head, window=window, dropout=dropout)
+        if letter == "A":
+            return CausalSelfAttention(d_model=d_model, n_head=n_head, dropout=dropout)
+        raise ValueError(f"unknown layer {letter!r} in pattern {pattern!r}; allowed: G, S, A")
+
+    blocks = [MixerBlock(mixer(c), d_model=d_model, dropout=dropout) for c in pattern]
+    return LM(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, blocks=blocks, dropout=dropout)
+
+
+@contextlib.contextmanager
+def state_ablation(model: nn.Module, on: bool = True):
+    """Within the block, every Gated DeltaNet layer of ``model`` reads zeros instead of its state."""
+    layers = [m for m in model.modules() if isinstance(m, GatedDeltaNet)]
+    before = [m.ablate_state for m in layers]
+    for m in layers:
+        m.ablate_state = on
+    try:
+        yield model
+    finally:
+        for m, b in zip(layers, before):
+            m.ablate_state = b
+
+
+def gdn_diagnostics(model: nn.Module) -> list[dict[str, float]]:
+    """State norm, mean β and mean gate of each Gated DeltaNet layer in the latest forward pass."""
+    return [{k: float(v) for k, v in m.last.items() if k != "state"}
+            for m in model.modules() if isinstance(m, GatedDeltaNet) and m.last]
 
 
 def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["CausalSelfAttention", "MLP", "Block", "attention_reference", "causal_attention", "gelu_mlp"]
+__all__ = ["CausalSelfAttention", "MLP", "Block", "MixerBlock", "attention_reference", "causal_attention", "gelu_mlp",
+           "banded_causal_mask", "SlidingWindowAttention"]
 
 
 def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -69,6 +70,19 @@ class MLP(nn.Module):
         return self.dropout(gelu_mlp(x, self.fc.weight, self.fc.bias, self.proj.weight, self.proj.bias))
 
 
+class MixerBlock(nn.Module):
+    """Pre-LN block around any sequence mixer: x + mixer(LN x), then x + mlp(LN x)."""
+
+    def __init__(self, mixer: nn.Module, *, d_model: int, dropout: float = 0.0):
+        super().__init__()
+        self.ln1, self.mixer = nn.LayerNorm(d_model), mixer
+        self.ln2, self.mlp = nn.LayerNorm(d_model), MLP(d_model=d_model, dropout=dropout)
+
+    def forward(self, x: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.mixer(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
 class Block(nn.Module):
     """Pre-LN transformer block: x + attn(LN x), then x + mlp(LN x)."""
 
@@ -83,3 +97,25 @@ class Block(nn.Module):
         """``control`` is accepted so every block shares one signature; a discrete block ignores it."""
         x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
+
+
+def banded_causal_mask(T: int, window: int, device=None) -> torch.Tensor:
+    """[T, T] bool, True where query i may attend key j: i − window < j ≤ i."""
+    i = torch.arange(T, device=device)
+    return (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < window)
+
+
+class SlidingWindowAttention(CausalSelfAttention):
+    """Causal attention over the last ``window`` positions: SDPA with a banded causal mask (fla's sliding-window
+    attention calls FlashAttention, which a T4 cannot run)."""
+
+    def __init__(self, *, d_model: int, n_head: int, window: int, dropout: float = 0.0):
+        super().__init__(d_model=d_model, n_head=n_head, dropout=dropout)
+        self.window = window
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.heads(x)
+        mask = banded_causal_mask(T, self.window, x.device)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
+        return self.resid_dropout(self.proj(y.transpose(1, 2).reshape(B, T, C)))

@@ -1,0 +1,68 @@
+"""The Gated DeltaNet mixer (Yang, Kautz & Hatamizadeh, 2024) on odebook's gated delta rule.
+
+x → q, k, v projections (H heads of width K) → optional short causal depthwise convolution → SiLU →
+L2-normalised q and k; β_t = β_floor + (1 − β_floor)·σ(W_β x_t) (β_floor = 1 always writes); g_t = log σ(W_g x_t +
+g_bias) (g_bias = 2 keeps σ(2) ≈ 0.88 of the state per step at initialisation); the gated delta rule; RMSNorm of
+each head's read-out times a SiLU output gate; output projection.
+
+``ablate_state = True`` zeroes the read-out o_t = Sᵀq_t — the state-ablation switch, so a notebook never copies a
+forward pass to ablate. ``last`` holds the final state and diagnostics of the latest forward pass.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from odebook.nn.delta_rule import gated_delta_rule
+
+__all__ = ["GatedDeltaNet", "ShortConv"]
+
+
+class ShortConv(nn.Module):
+    """Causal depthwise 1-D convolution over time: y_t depends on x_{t−w+1} … x_t."""
+
+    def __init__(self, channels: int, width: int = 4):
+        super().__init__()
+        self.width = width
+        self.conv = nn.Conv1d(channels, channels, width, groups=channels, padding=width - 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, T, C]
+        return self.conv(x.transpose(1, 2))[..., : x.shape[1]].transpose(1, 2)
+
+
+class GatedDeltaNet(nn.Module):
+    def __init__(self, *, d_model: int, n_head: int, head_dim: int | None = None, conv_width: int = 4,
+                 beta_floor: float = 0.0, g_bias: float = 2.0, chunk_size: int = 64):
+        super().__init__()
+        K = head_dim or d_model // n_head
+        self.n_head, self.head_dim, self.beta_floor, self.chunk_size = n_head, K, beta_floor, chunk_size
+        self.q, self.k, self.v = (nn.Linear(d_model, n_head * K, bias=False) for _ in range(3))
+        self.convs = nn.ModuleList(ShortConv(n_head * K, conv_width) for _ in range(3)) if conv_width else None
+        self.beta = nn.Linear(d_model, n_head)
+        self.gate = nn.Linear(d_model, n_head)
+        self.out_gate = nn.Linear(d_model, n_head * K, bias=False)
+        self.norm = nn.RMSNorm(K)
+        self.out = nn.Linear(n_head * K, d_model, bias=False)
+        self.g_bias = g_bias
+        self.ablate_state = False
+        self.last: dict[str, torch.Tensor] = {}
+
+    def forward(self, x: torch.Tensor, initial_state: torch.Tensor | None = None) -> torch.Tensor:
+        B, T, _ = x.shape
+        H, K = self.n_head, self.head_dim
+        q, k, v = (proj(x) for proj in (self.q, self.k, self.v))
+        if self.convs is not None:
+            q, k, v = (conv(z) for conv, z in zip(self.convs, (q, k, v)))
+        q, k, v = (F.silu(z).view(B, T, H, K) for z in (q, k, v))
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        beta = self.beta_floor + (1 - self.beta_floor) * torch.sigmoid(self.beta(x))  # [B, T, H]
+        g = F.logsigmoid(self.gate(x) + self.g_bias)  # [B, T, H], ≤ 0
+        o, state = gated_delta_rule(q, k, v, g, beta, initial_state=initial_state, chunk_size=self.chunk_size)
+        if self.ablate_state:
+            o = torch.zeros_like(o)
+        self.last = {"state": state.detach(), "state_norm": state.detach().norm(dim=(-2, -1)).mean(),
+                     "beta_mean": beta.detach().mean(), "gate_mean": g.detach().exp().mean()}
+        o = self.norm(o).reshape(B, T, H * K) * F.silu(self.out_gate(x))
+        return self.out(o)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
-__all__ = ["Interval", "mean_ci", "at_most", "Comparison", "welch", "lower_is_held", "claim_lower", "all_of"]
+__all__ = ["Interval", "mean_ci", "at_most", "Comparison", "welch", "lower_is_held", "claim_lower", "all_of",
+           "paired_difference", "PowerLaw", "power_law_fit"]
 
 
 @dataclass(frozen=True)
@@ -94,3 +96,54 @@ def all_of(*claims: tuple[str, str]) -> tuple[str, str]:
     else:
         outcome = "held"
     return outcome, "; ".join(e for _, e in claims)
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], level: float = 0.95, seed: int = 0) -> Interval:
+    """Mean of a − b over paired observations (e.g. per-example hits with and without the state) with a
+    bootstrap percentile interval (scipy.stats.bootstrap, 2,000 resamples)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    mean = float((x - y).mean())
+    if len(x) < 2 or np.all(x - y == (x - y)[0]):
+        return Interval(mean, mean, mean, len(x))
+    res = stats.bootstrap((x, y), lambda u, v: (u - v).mean(), paired=True, n_resamples=2000,
+                          confidence_level=level, method="percentile", random_state=seed)
+    return Interval(mean, float(res.confidence_interval.low), float(res.confidence_interval.high), len(x))
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    """L(N) = a·N^(−alpha) + c, with a 95 % interval on alpha (NaN when too few points for one)."""
+
+    a: float
+    alpha: float
+    c: float
+    alpha_low: float
+    alpha_high: float
+    n_points: int
+
+    def __call__(self, n):
+        return self.a * np.asarray(n, dtype=float) ** (-self.alpha) + self.c
+
+
+def power_law_fit(n: Sequence[float], loss: Sequence[float]) -> PowerLaw:
+    """Least-squares fit (scipy.optimize.curve_fit) of L(N) = a·N^(−α) + c; N is rescaled by its first value
+    for conditioning. The interval on α is a t-interval from the fit's covariance, with len(n) − 3 degrees of
+    freedom: three points determine the curve exactly and support no interval."""
+    from scipy.optimize import OptimizeWarning, curve_fit
+
+    x, y = np.asarray(n, dtype=float), np.asarray(loss, dtype=float)
+    if len(x) < 3:
+        raise ValueError(f"a power law with an offset needs at least 3 points, got {len(x)}")
+    scale = x[0]
+    f = lambda n_, a, alpha, c: a * (n_ / scale) ** (-alpha) + c  # noqa: E731
+    p0 = (max(y[0] - y[-1], 1e-3), 0.3, max(y[-1] - 0.1, 0.0))
+    dof = len(x) - 3
+    with warnings.catch_warnings():  # with dof = 0 scipy warns that it cannot estimate the covariance: we know
+        warnings.simplefilter("ignore", OptimizeWarning)
+        (a, alpha, c), cov = curve_fit(f, x, y, p0=p0, maxfev=20000)
+    if dof > 0 and np.isfinite(cov[1, 1]):
+        half = float(stats.t.ppf(0.975, dof) * math.sqrt(cov[1, 1]))
+        low, high = alpha - half, alpha + half
+    else:
+        low = high = math.nan
+    return PowerLaw(float(a * scale**alpha), float(alpha), float(c), low, high, len(x))

@@ -19,8 +19,8 @@ from scipy import stats
 
 from odebook.data import Tokenizer
 
-__all__ = ["NAMES", "OBJECTS", "COLORS", "Example", "make_example", "combinations", "encode", "batch",
-           "curriculum_batches", "Score", "score"]
+__all__ = ["NAMES", "OBJECTS", "COLORS", "Example", "make_example", "make_examples", "combinations", "encode",
+           "batch", "curriculum_batches", "max_prompt_tokens", "Score", "score"]
 
 NAMES = ("Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace", "Henry")
 OBJECTS = ("ball", "book", "car", "hat", "lamp", "cup", "box", "bag")
@@ -58,6 +58,22 @@ def make_example(rng: random.Random, n_distractors: int, variant: str = "fixed",
     sentences = filler[:at] + [fact] + filler[at:]
     question = f"What does {name} have?" if variant == "fixed" else f"What color is {name}'s {obj}?"
     return Example(" ".join(sentences + [question]), color, at / max(n_distractors, 1))
+
+
+def make_examples(n: int, seed: int, n_distractors: int, variant: str = "fixed",
+                  split: str = "seen") -> list[Example]:
+    """``n`` examples drawn with their own ``seed`` (keep evaluation seeds apart from training seeds)."""
+    rng, combos = random.Random(seed), combinations(split)
+    return [make_example(rng, n_distractors, variant, combos) for _ in range(n)]
+
+
+def max_prompt_tokens(n_distractors: int, tok: Tokenizer) -> int:
+    """An upper bound on the tokens of any prompt with ``n_distractors`` distractors (longest sentence of each
+    kind), so a model's max_seq_len can be checked before training."""
+    fact = max(len(tok.encode(f" {n} has a {c} {o}.")) for n in NAMES for o in OBJECTS for c in COLORS)
+    filler = max(len(tok.encode(f" The {a} was {b} {c}.")) for a in _NOUNS for b in _STATES for c in _TIMES)
+    question = max(len(tok.encode(f" What color is {n}'s {o}? ")) for n in NAMES for o in OBJECTS)
+    return fact + n_distractors * filler + question + 2
 
 
 def _answer(color: str, tok: Tokenizer) -> tuple[str, int]:
@@ -102,6 +118,7 @@ class Score:
     top1: int
     top5: int
     n: int
+    hits: tuple[bool, ...] = ()  # top-1 hit of each example, in order (for paired comparisons)
 
     def interval(self, hits: int) -> tuple[float, float]:
         """Wilson 95 % interval of a hit count."""
@@ -123,6 +140,7 @@ def score(model: torch.nn.Module, examples: Sequence[Example], tok: Tokenizer, d
     """Top-1 and top-5 hits of the answer token at each example's last prompt position."""
     model.eval()
     top1 = top5 = 0
+    hits: list[bool] = []
     for start in range(0, len(examples), batch_size):
         x, y, last = batch(examples[start:start + batch_size], tok)
         logits = model(x.to(device))[torch.arange(len(x)), last.to(device)]  # [B, vocab]
@@ -130,4 +148,5 @@ def score(model: torch.nn.Module, examples: Sequence[Example], tok: Tokenizer, d
         ranks = (logits > logits.gather(1, answer[:, None])).sum(1)  # how many tokens score above the answer
         top1 += int((ranks == 0).sum())
         top5 += int((ranks < 5).sum())
-    return Score(top1, top5, len(examples))
+        hits += (ranks == 0).tolist()
+    return Score(top1, top5, len(examples), tuple(hits))

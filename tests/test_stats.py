@@ -43,3 +43,26 @@ def test_claim_verdicts():
     assert all_of(("held", "x"), ("held", "y")) == ("held", "x; y")
     assert all_of(("held", "x"), ("inconclusive", "y"))[0] == "inconclusive"
     assert all_of(("inconclusive", "x"), ("not held", "y"))[0] == "not held"
+
+
+def test_power_law_fit_recovers_a_known_curve():
+    from odebook.stats import power_law_fit
+
+    n = [1e5, 3e5, 1e6, 3e6, 1e7]
+    loss = [4.0 * x**-0.35 * 1e2 + 2.0 for x in n]  # a = 400, α = 0.35, c = 2
+    fit = power_law_fit(n, loss)
+    assert fit.alpha == pytest.approx(0.35, rel=1e-3) and fit.c == pytest.approx(2.0, rel=1e-3)
+    assert fit(1e6) == pytest.approx(loss[2], rel=1e-6)
+    assert fit.alpha_low <= 0.35 <= fit.alpha_high
+    three = power_law_fit(n[:3], loss[:3])  # exactly determined: no interval
+    assert math.isnan(three.alpha_low) and three.n_points == 3
+
+
+def test_paired_difference_interval():
+    from odebook.stats import paired_difference
+
+    a = [1] * 80 + [0] * 20
+    b = [1] * 30 + [0] * 70
+    d = paired_difference(a, b)
+    assert d.mean == pytest.approx(0.5) and 0.35 < d.low < 0.5 < d.high < 0.65
+    assert paired_difference([1, 1, 1], [0, 0, 0]).low == 1.0  # no variation: a degenerate interval

@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 
 import yaml
 
-__all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "STUDIES", "spec",
+__all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "GDNScalingParams", "STUDIES",
+           "spec",
            "load_yaml", "validate_file"]
 
 
@@ -169,8 +170,6 @@ class LMParams(Params):
 
     corpus: str = spec("wikitext2", choices=("wikitext2",))
     tokenizer: str = spec("gpt2", choices=("gpt2", "bytes"))
-    n_layer: int = spec(6, ge=1, le=48)
-    d_model: int = spec(256, ge=8)
     n_head: int = spec(4, ge=1)
     seq_len: int = spec(64, ge=2, help="training and evaluation context")
     max_seq_len: int = spec(64, ge=2, help="size of the positional embedding")
@@ -182,10 +181,13 @@ class LMParams(Params):
     eval_interval: int = spec(50, ge=1)
     eval_batches: int = spec(20, ge=1, help="fixed held-out batches evaluated at every interval")
 
+    width_key: ClassVar[str] = "d_model"  # the field holding the model width(s) that n_head must divide
+
     def cross_checks(self) -> list[str]:
         errors = []
-        if self.d_model % self.n_head:
-            errors.append(f"key 'n_head' = {self.n_head}: must divide d_model = {self.d_model}")
+        widths = getattr(self, self.width_key)
+        if any(w % self.n_head for w in (widths if isinstance(widths, list) else [widths])):
+            errors.append(f"key 'n_head' = {self.n_head}: must divide {self.width_key} = {widths}")
         if self.seq_len > self.max_seq_len:
             errors.append(f"key 'seq_len' = {self.seq_len}: must be <= max_seq_len = {self.max_seq_len}")
         if self.eval_interval > self.steps:
@@ -202,6 +204,8 @@ class GradientFlowParams(LMParams):
     study: ClassVar[str] = "01_gradient_flow"
 
     n_seeds: int = spec(3, ge=1, le=20, help="independent training runs per model")
+    n_layer: int = spec(6, ge=1, le=48)
+    d_model: int = spec(256, ge=8)
     dropout: float = spec(0.1, ge=0.0, le=0.9)
     ode_layers: list[int] = spec([2, 3], ge=0, help="consecutive 0-based layers replaced by one ODE flow block")
     solver: str = spec("euler", choices=("euler", "midpoint", "rk4", "dopri5"))
@@ -243,6 +247,7 @@ class TimeIndexedParams(LMParams):
                              help="which models to train; the verdicts need standard, tong, ti_mlp, ti_mlp_constant, "
                                   "ti_mlp_dt")
     tokenizer: str = spec("bytes", choices=("gpt2", "bytes"))
+    d_model: int = spec(256, ge=8)
     n_layer: int = spec(6, ge=1, le=48, help="layers of the standard transformer = depth steps of the others")
     seq_len: int = spec(128, ge=2, help="training and evaluation context")
     max_seq_len: int = spec(128, ge=2, help="size of the positional embedding")
@@ -264,7 +269,56 @@ class TimeIndexedParams(LMParams):
         return errors
 
 
-STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParams, TimeIndexedParams)}
+@dataclasses.dataclass
+class GDNScalingParams(LMParams):
+    """Study 03: does a Gated DeltaNet's state carry the answer, and how does loss scale with size?
+
+    Defaults are the source's configuration (the t4 profile): its "1M", "10M" and "125M" ladder of d 128/256/512
+    with 1/2/4 GDN layers. ``steps`` and ``batch_size`` are the language-model ladder's."""
+
+    study: ClassVar[str] = "03_gdn_scaling"
+    width_key: ClassVar[str] = "ladder_d"
+
+    n_seeds: int = spec(1, ge=1, le=20, help="training runs per size (NIAH intervals are over examples)")
+    ladder_d: list[int] = spec([128, 256, 512], ge=8, help="model widths of the size ladder")
+    ladder_layers: list[int] = spec([1, 2, 4], ge=1, help="GDN layers at each width")
+    n_head: int = spec(4, ge=1)
+    seq_len: int = spec(256, ge=2, help="language-model context")
+    max_seq_len: int = spec(1024, ge=2, help="positional table; must hold the longest NIAH prompt")
+    batch_size: int = spec(16, ge=1)
+    steps: int = spec(1000, ge=1, help="language-model training steps per size")
+    lr: float = spec(1e-3, gt=0.0, le=1.0)
+    eval_interval: int = spec(100, ge=1)
+    chunk_size: int = spec(64, ge=1, help="chunk of the pure-PyTorch gated delta rule")
+    niah_steps: int = spec(1500, ge=1, help="retrieval training steps per size, over the whole curriculum")
+    niah_batch_size: int = spec(16, ge=1)
+    curriculum: list[int] = spec([0, 10, 30, 50, 100], ge=0, help="distractors per stage; equal steps per stage")
+    niah_eval_examples: int = spec(500, ge=1, help="examples per evaluation set")
+    eval_seed: int = spec(10_000, ge=0, help="seed of the evaluation examples, apart from training seeds")
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks()
+        if len(self.ladder_d) != len(self.ladder_layers):
+            errors.append(f"keys 'ladder_d' = {self.ladder_d} and 'ladder_layers' = {self.ladder_layers}: "
+                          "must have the same length")
+        if len(self.ladder_d) < 3:
+            errors.append(f"key 'ladder_d' = {self.ladder_d}: needs at least 3 sizes (the power law has 3 parameters)")
+        if not errors:
+            from odebook.data import DataError, get_tokenizer
+            from odebook.tasks import max_prompt_tokens
+
+            try:
+                longest = max_prompt_tokens(max(self.curriculum), get_tokenizer(self.tokenizer))
+            except DataError:
+                longest = 0  # reported by the data check already
+            if longest > self.max_seq_len:
+                errors.append(f"key 'max_seq_len' = {self.max_seq_len}: NIAH prompts with {max(self.curriculum)} "
+                              f"distractors can reach {longest} {self.tokenizer} tokens")
+        return errors
+
+
+STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParams, TimeIndexedParams,
+                                                               GDNScalingParams)}
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

@@ -76,8 +76,6 @@ alpha_init = 0.1
 control_scales = [0.0, 0.5, 1.0, 2.0, 4.0]
 
 # %%
-import math
-
 import numpy as np
 import pandas as pd
 import torch

@@ -16,7 +16,8 @@ from typing import Protocol
 import torch
 
 __all__ = ["DATA_ENV", "DataError", "Tokenizer", "ByteTokenizer", "TiktokenTokenizer", "get_tokenizer", "Corpus",
-           "TokenSplits", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches", "Batch"]
+           "TokenSplits", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches", "Batch",
+           "Documents", "load_tinystories", "document_batches", "fixed_document_batches", "IGNORE_INDEX"]
 
 DATA_ENV = "ODEBOOK_DATA"
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -24,6 +25,7 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 # Files each corpus needs in a local mirror, relative to $ODEBOOK_DATA.
 MIRROR_FILES = {
     "wikitext2": ("wikitext-2/wiki.valid.tokens", "wikitext-2/wiki.test.tokens"),
+    "tinystories": ("tinystories/train-first-2MiB.txt", "tinystories/valid-blankline-separated.txt"),
 }
 TIKTOKEN_DIR = "tiktoken"
 
@@ -209,3 +211,66 @@ def fixed_batches(tokens: torch.Tensor, n_batches: int, batch_size: int, seq_len
         raise DataError(f"split has {len(tokens)} tokens, fewer than one window of {seq_len + 1}")
     starts = torch.linspace(0, len(tokens) - seq_len - 1, n).long()
     return [_windows(tokens, s, seq_len) for s in starts.split(batch_size)]
+
+
+# -- documents ----------------------------------------------------------------------------------------------------
+IGNORE_INDEX = -100
+
+
+@dataclass(frozen=True)
+class Documents:
+    """Separate documents (stories) for training and held-out evaluation."""
+
+    train: list[str]
+    valid: list[str]
+    description: str
+
+
+def load_tinystories(max_train: int = 50_000) -> Documents:
+    """TinyStories: the mirror's first 2 MiB of the training stories and its validation text, or the hub's
+    ``roneneldan/TinyStories`` (the first ``max_train`` training stories)."""
+    root = mirror_dir()
+    if root is not None:
+        check_data("tinystories", "bytes")
+        train_text = (root / "tinystories/train-first-2MiB.txt").read_text(encoding="utf-8")
+        stories = [t.strip() for t in train_text.split("<|endoftext|>")]
+        train = [t for t in stories[:-1] if t][:max_train]  # the file's last story is cut off: left out
+        valid_text = (root / "tinystories/valid-blankline-separated.txt").read_text(encoding="utf-8")
+        valid = [b.strip() for b in valid_text.split("\n\n") if b.strip()]
+        return Documents(train, valid, f"TinyStories (local mirror {root}): {len(train):,} whole training stories; "
+                         f"held-out: the validation stories as {len(valid):,} blank-line-separated blocks (in this "
+                         "file story boundaries and paragraph breaks look alike, so some blocks are paragraphs)")
+    try:
+        import datasets
+
+        ds = datasets.load_dataset("roneneldan/TinyStories")
+    except Exception as err:  # offline, hub errors: datasets raises many types
+        raise DataError(f"TinyStories could not be loaded from the hub ({type(err).__name__}: {err}). "
+                        f"{HOW_TO_PROVIDE}") from err
+    train, valid = list(ds["train"][:max_train]["text"]), list(ds["validation"]["text"])
+    return Documents(train, valid, f"TinyStories (roneneldan/TinyStories, Hugging Face hub): the first "
+                     f"{len(train):,} training stories; held-out: the {len(valid):,} validation stories")
+
+
+def _pad_documents(docs: list[torch.Tensor], seq_len: int) -> Batch:
+    """One document per row, cut to seq_len + 1 tokens; padding is IGNORE_INDEX in the targets."""
+    x = torch.zeros(len(docs), seq_len, dtype=torch.long)
+    y = torch.full((len(docs), seq_len), IGNORE_INDEX, dtype=torch.long)
+    for i, d in enumerate(docs):
+        d = d[: seq_len + 1]
+        x[i, : len(d) - 1], y[i, : len(d) - 1] = d[:-1], d[1:]
+    return x, y
+
+
+def document_batches(docs: list[torch.Tensor], batch_size: int, seq_len: int, seed: int) -> Iterator[Batch]:
+    """Endless batches of randomly drawn documents (each at least two tokens), reproducible from ``seed``."""
+    docs = [d for d in docs if len(d) >= 2]
+    gen = torch.Generator().manual_seed(seed)
+    while True:
+        yield _pad_documents([docs[i] for i in torch.randint(0, len(docs), (batch_size,), generator=gen)], seq_len)
+
+
+def fixed_document_batches(docs: list[torch.Tensor], n_batches: int, batch_size: int, seq_len: int) -> list[Batch]:
+    """The first ``n_batches × batch_size`` documents (of at least two tokens), in order: the same for every run."""
+    docs = [d for d in docs if len(d) >= 2][: n_batches * batch_size]
+    return [_pad_documents(docs[i:i + batch_size], seq_len) for i in range(0, len(docs), batch_size)]

@@ -17,8 +17,10 @@ import contextlib
 from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
 from odebook.nn.attention import CausalSelfAttention, MixerBlock, SlidingWindowAttention
 from odebook.nn.gdn import GatedDeltaNet
+from odebook.nn.hybrid import StateReadAttention
 
-__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation",
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_read_hybrid",
+           "state_ablation",
            "gdn_diagnostics", "lm_loss", "param_groups", "count_params"]
 
 HEAD_MULTIPLE = 64  # the head's rows are padded to a multiple of this: 50,257 → 50,304 runs the matmul ~1.5× faster
@@ -139,10 +141,31 @@ def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_
     return LM(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, blocks=blocks, dropout=dropout)
 
 
+def state_read_hybrid(pattern: str = "GGGGGS", *, vocab_size: int, d_model: int, n_head: int, max_seq_len: int,
+                      head_dim: int | None = None, window: int = 64, local_scale: float = 1.0,
+                      local_drop_prob: float = 0.0, conv_width: int = 4, beta_floor: float = 0.0,
+                      g_bias: float = 2.0) -> LM:
+    """Like ``pattern_lm``, but each S layer is a StateReadAttention reading the nearest GDN layer before it."""
+    blocks: list[nn.Module] = []
+    last_gdn: GatedDeltaNet | None = None
+    for letter in pattern:
+        if letter == "G":
+            last_gdn = mixer = GatedDeltaNet(d_model=d_model, n_head=n_head, head_dim=head_dim,
+                                             conv_width=conv_width, beta_floor=beta_floor, g_bias=g_bias)
+        elif letter == "S" and last_gdn is not None:
+            mixer = StateReadAttention(last_gdn, d_model=d_model, n_head=n_head, window=window,
+                                       local_scale=local_scale, local_drop_prob=local_drop_prob)
+        else:
+            raise ValueError(f"pattern {pattern!r}: only G, and S after a G, are allowed")
+        blocks.append(MixerBlock(mixer, d_model=d_model))
+    return LM(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, blocks=blocks)
+
+
 @contextlib.contextmanager
 def state_ablation(model: nn.Module, on: bool = True):
-    """Within the block, every Gated DeltaNet layer of ``model`` reads zeros instead of its state."""
-    layers = [m for m in model.modules() if isinstance(m, GatedDeltaNet)]
+    """Within the block, every layer of ``model`` that reads a GDN state (GDN layers and state-reading attention)
+    reads zeros instead."""
+    layers = [m for m in model.modules() if isinstance(m, (GatedDeltaNet, StateReadAttention))]
     before = [m.ablate_state for m in layers]
     for m in layers:
         m.ablate_state = on
@@ -154,9 +177,10 @@ def state_ablation(model: nn.Module, on: bool = True):
 
 
 def gdn_diagnostics(model: nn.Module) -> list[dict[str, float]]:
-    """State norm, mean β and mean gate of each Gated DeltaNet layer in the latest forward pass."""
+    """Per layer, from the latest forward pass: state norm, mean β and mean gate (GDN layers); gate mean, local and
+    retrieval norms (state-reading attention)."""
     return [{k: float(v) for k, v in m.last.items() if k != "state"}
-            for m in model.modules() if isinstance(m, GatedDeltaNet) and m.last]
+            for m in model.modules() if isinstance(m, (GatedDeltaNet, StateReadAttention)) and m.last]
 
 
 def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

@@ -48,14 +48,23 @@ class GatedDeltaNet(nn.Module):
         self.g_bias = g_bias
         self.ablate_state = False
         self.last: dict[str, torch.Tensor] = {}
+        self.writes: tuple[torch.Tensor, ...] = ()
+
+    def _project(self, x: torch.Tensor, i: int) -> torch.Tensor:
+        """Projection i (0 = q, 1 = k, 2 = v) → short convolution → SiLU, as [B, T, H, K]."""
+        z = (self.q, self.k, self.v)[i](x)
+        if self.convs is not None:
+            z = self.convs[i](z)
+        return F.silu(z).view(*x.shape[:2], self.n_head, self.head_dim)
+
+    def keys(self, x: torch.Tensor) -> torch.Tensor:
+        """L2-normalised keys of ``x`` [B, T, H, K]: the space this layer writes its state in."""
+        return F.normalize(self._project(x, 1), dim=-1)
 
     def forward(self, x: torch.Tensor, initial_state: torch.Tensor | None = None) -> torch.Tensor:
         B, T, _ = x.shape
         H, K = self.n_head, self.head_dim
-        q, k, v = (proj(x) for proj in (self.q, self.k, self.v))
-        if self.convs is not None:
-            q, k, v = (conv(z) for conv, z in zip(self.convs, (q, k, v)))
-        q, k, v = (F.silu(z).view(B, T, H, K) for z in (q, k, v))
+        q, k, v = (self._project(x, i) for i in range(3))
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         beta = self.beta_floor + (1 - self.beta_floor) * torch.sigmoid(self.beta(x))  # [B, T, H]
         g = F.logsigmoid(self.gate(x) + self.g_bias)  # [B, T, H], ≤ 0
@@ -64,5 +73,6 @@ class GatedDeltaNet(nn.Module):
             o = torch.zeros_like(o)
         self.last = {"state": state.detach(), "state_norm": state.detach().norm(dim=(-2, -1)).mean(),
                      "beta_mean": beta.detach().mean(), "gate_mean": g.detach().exp().mean()}
+        self.writes = (k, v, g, beta)  # what was written, for a layer that reads this state (odebook.nn.hybrid)
         o = self.norm(o).reshape(B, T, H * K) * F.silu(self.out_gate(x))
         return self.out(o)

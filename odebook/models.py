@@ -21,7 +21,7 @@ from odebook.nn.hybrid import StateReadAttention
 
 __all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_read_hybrid",
            "state_ablation",
-           "gdn_diagnostics", "lm_loss", "param_groups", "count_params"]
+           "gdn_diagnostics", "generate", "lm_loss", "param_groups", "count_params"]
 
 HEAD_MULTIPLE = 64  # the head's rows are padded to a multiple of this: 50,257 → 50,304 runs the matmul ~1.5× faster
 
@@ -181,6 +181,26 @@ def gdn_diagnostics(model: nn.Module) -> list[dict[str, float]]:
     retrieval norms (state-reading attention)."""
     return [{k: float(v) for k, v in m.last.items() if k != "state"}
             for m in model.modules() if isinstance(m, (GatedDeltaNet, StateReadAttention)) and m.last]
+
+
+@torch.no_grad()
+def generate(model: LM, idx: torch.Tensor, n_new: int, *, temperature: float = 1.0, top_k: int | None = None,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+    """Append ``n_new`` tokens to ``idx`` [B, T]: greedy at temperature 0, else sampled (optionally from the top k).
+    Recomputes the whole window for each token (no cache); the window is the last max_seq_len tokens."""
+    model.eval()
+    for _ in range(n_new):
+        logits = model(idx[:, -model.max_seq_len:])[:, -1].float()
+        if temperature == 0:
+            nxt = logits.argmax(-1, keepdim=True)
+        else:
+            logits = logits / temperature
+            if top_k is not None:
+                kth = logits.topk(min(top_k, logits.shape[-1])).values[:, -1:]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            nxt = torch.multinomial(logits.softmax(-1), 1, generator=generator)
+        idx = torch.cat([idx, nxt], 1)
+    return idx
 
 
 def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:

@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 
 import yaml
 
-__all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "GDNScalingParams", "STUDIES",
+__all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "GDNScalingParams",
+           "MixedTrainingParams", "STUDIES",
            "spec",
            "load_yaml", "validate_file"]
 
@@ -269,6 +270,21 @@ class TimeIndexedParams(LMParams):
         return errors
 
 
+def _niah_length_problems(curriculum: list[int], tokenizer: str, max_seq_len: int) -> list[str]:
+    """The longest needle-in-a-haystack prompt must fit the positional table."""
+    from odebook.data import DataError, get_tokenizer
+    from odebook.tasks import max_prompt_tokens
+
+    try:
+        longest = max_prompt_tokens(max(curriculum), get_tokenizer(tokenizer))
+    except DataError:
+        return []  # reported by the data check already
+    if longest <= max_seq_len:
+        return []
+    return [f"key 'max_seq_len' = {max_seq_len}: NIAH prompts with {max(curriculum)} distractors can reach "
+            f"{longest} {tokenizer} tokens"]
+
+
 @dataclasses.dataclass
 class GDNScalingParams(LMParams):
     """Study 03: does a Gated DeltaNet's state carry the answer, and how does loss scale with size?
@@ -303,22 +319,50 @@ class GDNScalingParams(LMParams):
                           "must have the same length")
         if len(self.ladder_d) < 3:
             errors.append(f"key 'ladder_d' = {self.ladder_d}: needs at least 3 sizes (the power law has 3 parameters)")
-        if not errors:
-            from odebook.data import DataError, get_tokenizer
-            from odebook.tasks import max_prompt_tokens
+        return errors + ([] if errors else _niah_length_problems(self.curriculum, self.tokenizer, self.max_seq_len))
 
-            try:
-                longest = max_prompt_tokens(max(self.curriculum), get_tokenizer(self.tokenizer))
-            except DataError:
-                longest = 0  # reported by the data check already
-            if longest > self.max_seq_len:
-                errors.append(f"key 'max_seq_len' = {self.max_seq_len}: NIAH prompts with {max(self.curriculum)} "
-                              f"distractors can reach {longest} {self.tokenizer} tokens")
-        return errors
+
+@dataclasses.dataclass
+class MixedTrainingParams(LMParams):
+    """Study 04: what makes a GDN + sliding-window hybrid use its GDN state — bottleneck × training regime.
+
+    Defaults are the source's configuration (the t4 profile)."""
+
+    study: ClassVar[str] = "04_mixed_training"
+
+    corpus: str = spec("tinystories", choices=("tinystories",))
+    pattern: str = spec("GGGGGS", help="G = Gated DeltaNet, S = sliding-window attention reading the GDN state")
+    d_model: int = spec(256, ge=8)
+    n_head: int = spec(4, ge=1)
+    window: int = spec(64, ge=1)
+    seq_len: int = spec(256, ge=2, help="tokens per story (longer stories are cut)")
+    max_seq_len: int = spec(1024, ge=2, help="positional table; must hold the longest NIAH prompt")
+    batch_size: int = spec(16, ge=1)
+    steps: int = spec(1000, ge=1, help="the same step budget for every run")
+    lr: float = spec(1e-3, gt=0.0, le=1.0)
+    eval_interval: int = spec(100, ge=1)
+    bottlenecks: list[str] = spec(["static_0.3", "static_0.1", "drop_0.7"],
+                                  choices=("static_0.3", "static_0.1", "drop_0.7", "none"),
+                                  help="local path: static local_scale s (static_s), dropped with p (drop_p)")
+    regimes: list[str] = spec(["lm", "niah", "mixed"], choices=("lm", "niah", "mixed"))
+    max_train_stories: int = spec(50_000, ge=1)
+    curriculum: list[int] = spec([0, 10, 30, 50, 100], ge=0, help="distractors, growing over training")
+    niah_eval_examples: int = spec(500, ge=1)
+    eval_seed: int = spec(10_000, ge=0)
+    ppl_target: float = spec(5.0, gt=1.0, help="the source's target for held-out perplexity")
+    delta_target: float = spec(0.15, ge=0.0, le=1.0, help="the source's target for Delta (15 points)")
+    n_samples: int = spec(3, ge=0)
+    sample_tokens: int = spec(120, ge=1)
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks()
+        if not self.pattern or set(self.pattern) - {"G", "S"} or self.pattern[0] != "G":
+            errors.append(f"key 'pattern' = {self.pattern!r}: letters G and S, starting with G")
+        return errors + ([] if errors else _niah_length_problems(self.curriculum, self.tokenizer, self.max_seq_len))
 
 
 STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParams, TimeIndexedParams,
-                                                               GDNScalingParams)}
+                                                               GDNScalingParams, MixedTrainingParams)}
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

@@ -97,9 +97,10 @@ def _to(batch, device: torch.device):
 
 def train(model: nn.Module, batches: Iterator, eval_batches: Sequence, config: TrainConfig, precision: Precision,
           *, groups: Mapping[str, Sequence[nn.Parameter]] | None = None, loss_fn: LossFn = lm_loss,
-          desc: str = "train", progress: bool = True) -> History:
-    """Train ``model`` for ``config.steps`` steps on ``batches``; evaluate every ``eval_interval`` steps and at
-    the end. Raises DivergenceError (with the history so far) when the loss is not finite."""
+          eval_loss_fn: LossFn | None = None, desc: str = "train", progress: bool = True) -> History:
+    """Train ``model`` for ``config.steps`` steps on ``batches`` with ``loss_fn``; evaluate ``eval_batches`` with
+    ``eval_loss_fn`` (default: ``loss_fn``) every ``eval_interval`` steps and at the end. Raises DivergenceError
+    (with the history so far) when the loss is not finite."""
     model.to(precision.device).train()
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
@@ -139,6 +140,6 @@ def train(model: nn.Module, batches: Iterator, eval_batches: Sequence, config: T
         hist.grad_norm["total"].append(total)
         if step % config.eval_interval == 0 or step == config.steps:
             hist.eval_step.append(step)
-            hist.eval_loss.append(evaluate(model, eval_batches, precision, loss_fn))
+            hist.eval_loss.append(evaluate(model, eval_batches, precision, eval_loss_fn or loss_fn))
             bar.set_postfix(loss=f"{value:.3f}", eval=f"{hist.eval_loss[-1]:.3f}", refresh=False)
     return hist

@@ -1,18 +1,18 @@
 """One language-model assembly for every study: embeddings → a stack of blocks → LayerNorm → head.
 
-Blocks share one signature, ``block(x, control=None) -> x``, so discrete layers, ODE flows and (later) recurrent
-mixers stack freely; the embedding, head, loss and initialisation are the same for all of them.
+Blocks share one signature, ``block(x, control=None) -> x``, so discrete layers, ODE flows, depth-shared blocks and
+recurrent mixers stack freely; the embedding, head, loss and initialisation are the same for all of them. The
+studies' model builders live here too, so notebooks, tests and benchmarks build the same models.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-import contextlib
 
 from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
 from odebook.nn.attention import CausalSelfAttention, MixerBlock, SlidingWindowAttention
@@ -20,8 +20,7 @@ from odebook.nn.gdn import GatedDeltaNet
 from odebook.nn.hybrid import StateReadAttention
 
 __all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_read_hybrid",
-           "state_ablation",
-           "gdn_diagnostics", "generate", "lm_loss", "param_groups", "count_params"]
+           "state_ablation", "gdn_diagnostics", "generate", "lm_loss", "param_groups", "count_params"]
 
 HEAD_MULTIPLE = 64  # the head's rows are padded to a multiple of this: 50,257 → 50,304 runs the matmul ~1.5× faster
 

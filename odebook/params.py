@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 import yaml
 
-__all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "GDNScalingParams",
-           "MixedTrainingParams", "STUDIES",
+__all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "RetrievalParams",
+           "GDNScalingParams", "MixedTrainingParams", "STUDIES",
            "spec",
            "load_yaml", "validate_file"]
 
@@ -286,7 +286,26 @@ def _niah_length_problems(curriculum: list[int], tokenizer: str, max_seq_len: in
 
 
 @dataclasses.dataclass
-class GDNScalingParams(LMParams):
+class RetrievalParams(LMParams):
+    """Fields and checks of the studies that also train on needle-in-a-haystack retrieval (odebook.tasks)."""
+
+    seq_len: int = spec(256, ge=2, help="language-model context")
+    max_seq_len: int = spec(1024, ge=2, help="positional table; must hold the longest NIAH prompt")
+    batch_size: int = spec(16, ge=1)
+    steps: int = spec(1000, ge=1)
+    lr: float = spec(1e-3, gt=0.0, le=1.0)
+    eval_interval: int = spec(100, ge=1)
+    curriculum: list[int] = spec([0, 10, 30, 50, 100], ge=0, help="distractors per stage, growing over training")
+    niah_eval_examples: int = spec(500, ge=1, help="examples per evaluation set")
+    eval_seed: int = spec(10_000, ge=0, help="seed of the evaluation examples, apart from training seeds")
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks()
+        return errors + ([] if errors else _niah_length_problems(self.curriculum, self.tokenizer, self.max_seq_len))
+
+
+@dataclasses.dataclass
+class GDNScalingParams(RetrievalParams):
     """Study 03: does a Gated DeltaNet's state carry the answer, and how does loss scale with size?
 
     Defaults are the source's configuration (the t4 profile): its "1M", "10M" and "125M" ladder of d 128/256/512
@@ -298,19 +317,10 @@ class GDNScalingParams(LMParams):
     n_seeds: int = spec(1, ge=1, le=20, help="training runs per size (NIAH intervals are over examples)")
     ladder_d: list[int] = spec([128, 256, 512], ge=8, help="model widths of the size ladder")
     ladder_layers: list[int] = spec([1, 2, 4], ge=1, help="GDN layers at each width")
-    n_head: int = spec(4, ge=1)
-    seq_len: int = spec(256, ge=2, help="language-model context")
-    max_seq_len: int = spec(1024, ge=2, help="positional table; must hold the longest NIAH prompt")
-    batch_size: int = spec(16, ge=1)
     steps: int = spec(1000, ge=1, help="language-model training steps per size")
-    lr: float = spec(1e-3, gt=0.0, le=1.0)
-    eval_interval: int = spec(100, ge=1)
     chunk_size: int = spec(64, ge=1, help="chunk of the pure-PyTorch gated delta rule")
     niah_steps: int = spec(1500, ge=1, help="retrieval training steps per size, over the whole curriculum")
     niah_batch_size: int = spec(16, ge=1)
-    curriculum: list[int] = spec([0, 10, 30, 50, 100], ge=0, help="distractors per stage; equal steps per stage")
-    niah_eval_examples: int = spec(500, ge=1, help="examples per evaluation set")
-    eval_seed: int = spec(10_000, ge=0, help="seed of the evaluation examples, apart from training seeds")
 
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()
@@ -319,11 +329,11 @@ class GDNScalingParams(LMParams):
                           "must have the same length")
         if len(self.ladder_d) < 3:
             errors.append(f"key 'ladder_d' = {self.ladder_d}: needs at least 3 sizes (the power law has 3 parameters)")
-        return errors + ([] if errors else _niah_length_problems(self.curriculum, self.tokenizer, self.max_seq_len))
+        return errors
 
 
 @dataclasses.dataclass
-class MixedTrainingParams(LMParams):
+class MixedTrainingParams(RetrievalParams):
     """Study 04: what makes a GDN + sliding-window hybrid use its GDN state — bottleneck × training regime.
 
     Defaults are the source's configuration (the t4 profile)."""
@@ -333,22 +343,14 @@ class MixedTrainingParams(LMParams):
     corpus: str = spec("tinystories", choices=("tinystories",))
     pattern: str = spec("GGGGGS", help="G = Gated DeltaNet, S = sliding-window attention reading the GDN state")
     d_model: int = spec(256, ge=8)
-    n_head: int = spec(4, ge=1)
     window: int = spec(64, ge=1)
     seq_len: int = spec(256, ge=2, help="tokens per story (longer stories are cut)")
-    max_seq_len: int = spec(1024, ge=2, help="positional table; must hold the longest NIAH prompt")
-    batch_size: int = spec(16, ge=1)
     steps: int = spec(1000, ge=1, help="the same step budget for every run")
-    lr: float = spec(1e-3, gt=0.0, le=1.0)
-    eval_interval: int = spec(100, ge=1)
     bottlenecks: list[str] = spec(["static_0.3", "static_0.1", "drop_0.7"],
                                   choices=("static_0.3", "static_0.1", "drop_0.7", "none"),
                                   help="local path: static local_scale s (static_s), dropped with p (drop_p)")
     regimes: list[str] = spec(["lm", "niah", "mixed"], choices=("lm", "niah", "mixed"))
     max_train_stories: int = spec(50_000, ge=1)
-    curriculum: list[int] = spec([0, 10, 30, 50, 100], ge=0, help="distractors, growing over training")
-    niah_eval_examples: int = spec(500, ge=1)
-    eval_seed: int = spec(10_000, ge=0)
     ppl_target: float = spec(5.0, gt=1.0, help="the source's target for held-out perplexity")
     delta_target: float = spec(0.15, ge=0.0, le=1.0, help="the source's target for Delta (15 points)")
     n_samples: int = spec(3, ge=0)
@@ -358,7 +360,7 @@ class MixedTrainingParams(LMParams):
         errors = super().cross_checks()
         if not self.pattern or set(self.pattern) - {"G", "S"} or self.pattern[0] != "G":
             errors.append(f"key 'pattern' = {self.pattern!r}: letters G and S, starting with G")
-        return errors + ([] if errors else _niah_length_problems(self.curriculum, self.tokenizer, self.max_seq_len))
+        return errors
 
 
 STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParams, TimeIndexedParams,

@@ -69,3 +69,21 @@ def test_fixed_batches_cover_the_split_evenly():
     starts = torch.cat([x[:, 0] for x, _ in batches])
     assert starts[0] == 0 and starts[-1] == 1000 - 11
     assert torch.equal(starts, torch.cat([x[:, 0] for x, _ in data.fixed_batches(tokens, 3, 2, 10)]))
+
+
+def test_tinystories_mirror_documents():
+    docs = data.load_tinystories()
+    assert len(docs.train) == 2316 and len(docs.valid) > 1000  # the cut-off last story is left out
+    assert all("<|endoftext|>" not in d for d in docs.train[:50])
+    assert "blank-line-separated" in docs.description
+
+
+def test_document_batches_pad_with_the_ignore_index():
+    docs = [torch.arange(1, 6), torch.arange(10, 40), torch.tensor([7])]  # the one-token document is unusable
+    (x, y), = data.fixed_document_batches(docs, 1, 3, 8)
+    assert x.shape == (2, 8)
+    assert x[0, :4].tolist() == [1, 2, 3, 4] and y[0, :4].tolist() == [2, 3, 4, 5]
+    assert (y[0, 4:] == data.IGNORE_INDEX).all() and (x[0, 4:] == 0).all()
+    assert y[1].tolist() == list(range(11, 19))  # a long document is cut to seq_len + 1 tokens
+    a, b = next(data.document_batches(docs, 4, 8, seed=0)), next(data.document_batches(docs, 4, 8, seed=0))
+    assert torch.equal(a[0], b[0])

@@ -93,3 +93,17 @@ def test_param_groups_partition_the_model():
 def test_sequence_longer_than_the_positional_table_is_refused():
     with pytest.raises(ValueError, match="exceeds max_seq_len"):
         models.gpt(**SHAPE)(torch.zeros(1, T + 1, dtype=torch.long))
+
+
+def test_greedy_generation_appends_the_argmax_and_top1_sampling_equals_it():
+    torch.manual_seed(0)
+    model = models.gpt(**SHAPE)
+    start = torch.randint(0, V, (2, 5))
+    out = models.generate(model, start, 6, temperature=0)
+    assert out.shape == (2, 11) and torch.equal(out[:, :5], start)
+    for t in range(5, 11):  # each new token is the argmax given everything before it
+        assert torch.equal(out[:, t], model(out[:, :t])[:, -1].argmax(-1))
+    sampled = models.generate(model, start, 6, temperature=1.0, top_k=1, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(sampled, out)
+    long = models.generate(model, torch.randint(0, V, (1, T)), 3, temperature=0)  # the window slides past max_seq_len
+    assert long.shape == (1, T + 3)

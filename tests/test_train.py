@@ -81,3 +81,20 @@ def test_cuda_policy_uses_native_bf16_or_fp16_with_scaler():
     hist = train(model, random_batches(TOKENS, 4, 16, seed=0), fixed_batches(TOKENS, 2, 4, 16),
                  TrainConfig(steps=5, lr=1e-3, eval_interval=5), prec, progress=False)
     assert all(math.isfinite(v) for v in hist.loss)
+
+
+def test_evaluation_can_use_its_own_loss():
+    calls = {"train": 0, "eval": 0}
+
+    def counting(kind):
+        def fn(model, batch):
+            calls[kind] += 1
+            return lm_loss(model, batch)
+        return fn
+
+    seed_everything(0)
+    model = tiny()
+    train(model, random_batches(TOKENS, 4, 16, seed=0), fixed_batches(TOKENS, 2, 4, 16),
+          TrainConfig(steps=4, lr=1e-3, eval_interval=2), CPU, loss_fn=counting("train"),
+          eval_loss_fn=counting("eval"), progress=False)
+    assert calls == {"train": 4, "eval": 4}  # 2 evaluations × 2 batches

@@ -85,6 +85,7 @@ import numpy as np
 import pandas as pd
 import torch
 from IPython.display import Markdown, display
+from matplotlib.patches import Patch
 
 from odebook import data, plots, report, tasks
 from odebook.models import gdn_diagnostics, generate, lm_loss, param_groups, state_ablation, state_read_hybrid
@@ -194,12 +195,13 @@ ax_d.bar(x, mean.Delta, yerr=[mean.Delta - mean["Delta lo"], mean["Delta hi"] - 
 ax_d.axhline(p.delta_target, color="k", linestyle=":", label=f"target {p.delta_target:.2f}")
 ax_d.set(xticks=x, ylabel="Delta = normal − zeroed", title="state dependence (fixed position)")
 ax_d.set_xticklabels([f"{c}\n{r}" for c, r in mean.index], fontsize=7)
-ax_d.legend()
 ax_p.bar(x, mean.PPL, color=[f"C{p.regimes.index(r)}" for _, r in mean.index])
 ax_p.axhline(p.ppl_target, color="k", linestyle=":", label=f"target {p.ppl_target}")
 ax_p.set(xticks=x, ylabel="held-out perplexity", title="fluency (validation stories)", yscale="log")
 ax_p.set_xticklabels([f"{c}\n{r}" for c, r in mean.index], fontsize=7)
-ax_p.legend()
+regime_patches = [Patch(color=f"C{i}", label=f"trained on {r}") for i, r in enumerate(p.regimes)]
+ax_p.legend(handles=[*regime_patches, *ax_p.get_legend_handles_labels()[0]], fontsize=8)
+ax_d.legend(handles=[*regime_patches, *ax_d.get_legend_handles_labels()[0]], fontsize=8)
 fig.tight_layout()
 report.save_figure(fig, out, "delta_and_ppl")
 

@@ -125,14 +125,8 @@ display(pd.Series(mechanism, name="retrieval MSE").to_frame())
 # fixed-position task (normal and with every GDN state zeroed), the random-position task, and unseen combinations.
 
 # %%
-per_stage = -(-p.niah_steps // len(p.curriculum))
-stages = [((i + 1) * per_stage, n) for i, n in enumerate(p.curriculum)]
-longest = max(p.curriculum)
-eval_sets = {
-    "fixed": tasks.make_examples(p.niah_eval_examples, p.eval_seed, longest, "fixed", "seen"),
-    "random position": tasks.make_examples(p.niah_eval_examples, p.eval_seed + 1, longest, "random", "seen"),
-    "unseen combinations": tasks.make_examples(p.niah_eval_examples, p.eval_seed + 2, longest, "fixed", "unseen"),
-}
+stages = tasks.equal_stages(p.curriculum, p.niah_steps)
+eval_sets = tasks.evaluation_sets(p.niah_eval_examples, p.eval_seed, max(p.curriculum))
 niah_valid = [tasks.batch(eval_sets["fixed"][:p.niah_batch_size], tok)[:2]]
 
 
@@ -162,9 +156,8 @@ for seed in range(p.seed, p.seed + p.n_seeds):
             "Delta hi": delta.high, "unseen acc": scores["unseen combinations"].acc1,
             "random-position acc": scores["random position"].acc1,
             **{f"layer {i} {k}": v for i, diag in enumerate(gdn_diagnostics(model)) for k, v in diag.items()}})
-        for ex, hit in zip(eval_sets["random position"], scores["random position"].hits):
-            where = "early" if ex.position < 1 / 3 else "middle" if ex.position < 2 / 3 else "late"
-            position_rows.append({"size": f"d{d}×{layers}", "seed": seed, "position": where, "hit": hit})
+        position_rows += [{"size": f"d{d}×{layers}", "seed": seed, "position": tasks.third(ex), "hit": hit}
+                          for ex, hit in zip(eval_sets["random position"], scores["random position"].hits)]
         del model
 niah = pd.DataFrame(niah_rows)
 report.save_table(niah.set_index(["size", "seed"]), out, "niah")

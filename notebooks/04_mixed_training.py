@@ -88,7 +88,7 @@ from IPython.display import Markdown, display
 from matplotlib.patches import Patch
 
 from odebook import data, plots, report, tasks
-from odebook.models import gdn_diagnostics, generate, lm_loss, param_groups, state_ablation, state_read_hybrid
+from odebook.models import gdn_diagnostics, generate, lm_loss, param_groups, pattern_lm, state_ablation
 from odebook.params import MixedTrainingParams
 from odebook.precision import precision_for, resolve_device, seed_everything
 from odebook.stats import paired_difference
@@ -109,13 +109,8 @@ print(stories.description, f"Tokenizer: {tok.name}.", sep="\n")
 train_docs = [torch.tensor(tok.encode(s)) for s in stories.train]
 valid_batches = data.fixed_document_batches([torch.tensor(tok.encode(s)) for s in stories.valid], p.eval_batches,
                                             p.batch_size, p.seq_len)
-stages = [((i + 1) * -(-p.steps // len(p.curriculum)), n) for i, n in enumerate(p.curriculum)]
-longest = max(p.curriculum)
-eval_sets = {
-    "fixed": tasks.make_examples(p.niah_eval_examples, p.eval_seed, longest, "fixed", "seen"),
-    "random position": tasks.make_examples(p.niah_eval_examples, p.eval_seed + 1, longest, "random", "seen"),
-    "unseen combinations": tasks.make_examples(p.niah_eval_examples, p.eval_seed + 2, longest, "fixed", "unseen"),
-}
+stages = tasks.equal_stages(p.curriculum, p.steps)
+eval_sets = tasks.evaluation_sets(p.niah_eval_examples, p.eval_seed, max(p.curriculum))
 
 # %% [markdown]
 # ## Runs
@@ -145,8 +140,8 @@ for seed in range(p.seed, p.seed + p.n_seeds):
     for bn in p.bottlenecks:
         for regime in p.regimes:
             seed_everything(seed)
-            model = state_read_hybrid(p.pattern, vocab_size=tok.vocab_size, d_model=p.d_model, n_head=p.n_head,
-                                      max_seq_len=p.max_seq_len, window=p.window, **bottleneck(bn))
+            model = pattern_lm(p.pattern, vocab_size=tok.vocab_size, d_model=p.d_model, n_head=p.n_head,
+                               max_seq_len=p.max_seq_len, window=p.window, state_read=True, **bottleneck(bn))
             hist = train(model, iter(batches(regime, seed)), valid_batches,
                          TrainConfig(steps=p.steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
                                      eval_interval=p.eval_interval),
@@ -168,9 +163,8 @@ for seed in range(p.seed, p.seed + p.n_seeds):
                          "unseen zeroed": zeroed["unseen combinations"].acc1,
                          "random position": scores["random position"].acc1,
                          **{f"L{i} {k}": v for i, d in enumerate(gdn_diagnostics(model)) for k, v in d.items()}})
-            for ex, hit in zip(eval_sets["random position"], scores["random position"].hits):
-                where = "early" if ex.position < 1 / 3 else "middle" if ex.position < 2 / 3 else "late"
-                position_rows.append({"configuration": bn, "training": regime, "position": where, "hit": hit})
+            position_rows += [{"configuration": bn, "training": regime, "position": tasks.third(ex), "hit": hit}
+                              for ex, hit in zip(eval_sets["random position"], scores["random position"].hits)]
             models_by_run[(bn, regime, seed)] = (model, normal.hits, z.hits)
 
 # %% [markdown]

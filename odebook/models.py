@@ -19,8 +19,7 @@ from odebook.nn.attention import CausalSelfAttention, MixerBlock, SlidingWindowA
 from odebook.nn.gdn import GatedDeltaNet
 from odebook.nn.hybrid import StateReadAttention
 
-__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_read_hybrid",
-           "state_ablation", "gdn_diagnostics", "generate", "lm_loss", "param_groups", "count_params"]
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation", "gdn_diagnostics", "generate", "lm_loss", "param_groups", "count_params"]
 
 HEAD_MULTIPLE = 64  # the head's rows are padded to a multiple of this: 50,257 → 50,304 runs the matmul ~1.5× faster
 
@@ -123,13 +122,25 @@ def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_lay
 
 def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_seq_len: int,
                head_dim: int | None = None, window: int = 64, conv_width: int = 4, beta_floor: float = 0.0,
-               g_bias: float = 2.0, dropout: float = 0.0) -> LM:
+               g_bias: float = 2.0, dropout: float = 0.0, state_read: bool = False, local_scale: float = 1.0,
+               local_drop_prob: float = 0.0) -> LM:
     """A stack written as a string, one letter a layer — G: Gated DeltaNet, S: sliding-window attention (window
-    ``window``), A: full causal attention — each mixer followed by an MLP (MixerBlock)."""
+    ``window``), A: full causal attention — each mixer followed by an MLP (MixerBlock). With ``state_read``, each S
+    layer is the hybrid's StateReadAttention reading the nearest G layer before it (``local_scale``,
+    ``local_drop_prob``)."""
+    last_gdn: GatedDeltaNet | None = None
+
     def mixer(letter: str) -> nn.Module:
+        nonlocal last_gdn
         if letter == "G":
-            return GatedDeltaNet(d_model=d_model, n_head=n_head, head_dim=head_dim, conv_width=conv_width,
-                                 beta_floor=beta_floor, g_bias=g_bias)
+            last_gdn = GatedDeltaNet(d_model=d_model, n_head=n_head, head_dim=head_dim, conv_width=conv_width,
+                                     beta_floor=beta_floor, g_bias=g_bias)
+            return last_gdn
+        if letter == "S" and state_read:
+            if last_gdn is None:
+                raise ValueError(f"pattern {pattern!r}: a state-reading S layer needs a G layer before it")
+            return StateReadAttention(last_gdn, d_model=d_model, n_head=n_head, window=window,
+                                      local_scale=local_scale, local_drop_prob=local_drop_prob)
         if letter == "S":
             return SlidingWindowAttention(d_model=d_model, n_head=n_head, window=window, dropout=dropout)
         if letter == "A":
@@ -138,26 +149,6 @@ def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_
 
     blocks = [MixerBlock(mixer(c), d_model=d_model, dropout=dropout) for c in pattern]
     return LM(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, blocks=blocks, dropout=dropout)
-
-
-def state_read_hybrid(pattern: str = "GGGGGS", *, vocab_size: int, d_model: int, n_head: int, max_seq_len: int,
-                      head_dim: int | None = None, window: int = 64, local_scale: float = 1.0,
-                      local_drop_prob: float = 0.0, conv_width: int = 4, beta_floor: float = 0.0,
-                      g_bias: float = 2.0) -> LM:
-    """Like ``pattern_lm``, but each S layer is a StateReadAttention reading the nearest GDN layer before it."""
-    blocks: list[nn.Module] = []
-    last_gdn: GatedDeltaNet | None = None
-    for letter in pattern:
-        if letter == "G":
-            last_gdn = mixer = GatedDeltaNet(d_model=d_model, n_head=n_head, head_dim=head_dim,
-                                             conv_width=conv_width, beta_floor=beta_floor, g_bias=g_bias)
-        elif letter == "S" and last_gdn is not None:
-            mixer = StateReadAttention(last_gdn, d_model=d_model, n_head=n_head, window=window,
-                                       local_scale=local_scale, local_drop_prob=local_drop_prob)
-        else:
-            raise ValueError(f"pattern {pattern!r}: only G, and S after a G, are allowed")
-        blocks.append(MixerBlock(mixer, d_model=d_model))
-    return LM(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, blocks=blocks)
 
 
 @contextlib.contextmanager

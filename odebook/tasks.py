@@ -19,8 +19,9 @@ from scipy import stats
 
 from odebook.data import Tokenizer
 
-__all__ = ["NAMES", "OBJECTS", "COLORS", "Example", "make_example", "make_examples", "combinations", "encode",
-           "batch", "curriculum_batches", "max_prompt_tokens", "Score", "score"]
+__all__ = ["NAMES", "OBJECTS", "COLORS", "Example", "make_example", "make_examples", "evaluation_sets", "third",
+           "combinations", "encode", "batch", "equal_stages", "curriculum_batches", "max_prompt_tokens", "Score",
+           "score"]
 
 NAMES = ("Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace", "Henry")
 OBJECTS = ("ball", "book", "car", "hat", "lamp", "cup", "box", "bag")
@@ -67,6 +68,19 @@ def make_examples(n: int, seed: int, n_distractors: int, variant: str = "fixed",
     return [make_example(rng, n_distractors, variant, combos) for _ in range(n)]
 
 
+def evaluation_sets(n: int, seed: int, n_distractors: int) -> dict[str, list[Example]]:
+    """The three evaluation sets of the retrieval studies, each of ``n`` examples with a seed of its own: the
+    fixed-position task, the random-position task, and the fixed-position task on unseen combinations."""
+    return {"fixed": make_examples(n, seed, n_distractors, "fixed", "seen"),
+            "random position": make_examples(n, seed + 1, n_distractors, "random", "seen"),
+            "unseen combinations": make_examples(n, seed + 2, n_distractors, "fixed", "unseen")}
+
+
+def third(ex: Example) -> str:
+    """Where the fact stands in the haystack: 'early', 'middle' or 'late' (thirds)."""
+    return "early" if ex.position < 1 / 3 else "middle" if ex.position < 2 / 3 else "late"
+
+
 def max_prompt_tokens(n_distractors: int, tok: Tokenizer) -> int:
     """An upper bound on the tokens of any prompt with ``n_distractors`` distractors (longest sentence of each
     kind), so a model's max_seq_len can be checked before training."""
@@ -99,6 +113,12 @@ def batch(examples: Sequence[Example], tok: Tokenizer) -> tuple[torch.Tensor, to
         x[i, : len(ids)] = torch.tensor(ids)
         y[i, len(ids) - 1] = answer
     return x, y, last
+
+
+def equal_stages(curriculum: Sequence[int], steps: int) -> list[tuple[int, int]]:
+    """[(until_step, n_distractors), …]: the curriculum's stages with equal numbers of steps, covering ``steps``."""
+    per_stage = -(-steps // len(curriculum))
+    return [((i + 1) * per_stage, n) for i, n in enumerate(curriculum)]
 
 
 def curriculum_batches(tok: Tokenizer, batch_size: int, seed: int, stages: Sequence[tuple[int, int]],

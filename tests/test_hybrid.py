@@ -10,7 +10,7 @@ V, D, H, T = 40, 32, 4, 30
 
 def hybrid(**kw):
     torch.manual_seed(0)
-    return models.state_read_hybrid("GGS", vocab_size=V, d_model=D, n_head=H, max_seq_len=T, window=4, **kw)
+    return models.pattern_lm("GGS", vocab_size=V, d_model=D, n_head=H, max_seq_len=T, window=4, state_read=True, **kw)
 
 
 def state_reader(model):
@@ -64,3 +64,10 @@ def test_shared_source_parameters_are_counted_once():
     model = hybrid()
     ids = [id(p) for ps in models.param_groups(model).values() for p in ps]
     assert len(ids) == len(set(ids)) == len(list(model.parameters()))
+
+
+def test_a_state_reading_layer_needs_a_gdn_layer_before_it():
+    import pytest
+
+    with pytest.raises(ValueError, match="needs a G layer before it"):
+        models.pattern_lm("SG", vocab_size=V, d_model=D, n_head=H, max_seq_len=T, state_read=True)

@@ -70,3 +70,15 @@ def test_score_counts_top1_and_top5(color, top1, top5):
 def test_wilson_interval():
     low, high = tasks.Score(5, 5, 10).interval(5)
     assert low == pytest.approx(0.2366, abs=1e-4) and high == pytest.approx(0.7634, abs=1e-4)
+
+
+def test_evaluation_sets_stages_and_thirds():
+    sets = tasks.evaluation_sets(20, seed=5, n_distractors=3)
+    assert [len(v) for v in sets.values()] == [20, 20, 20]
+    assert all(ex.position == 0 for ex in sets["fixed"])
+    unseen = set(tasks.combinations("unseen"))
+    assert all((ex.prompt.split()[0], ex.prompt.split()[4].rstrip("."), ex.color) in unseen
+               for ex in sets["unseen combinations"])
+    assert tasks.equal_stages([0, 10, 30], 10) == [(4, 0), (8, 10), (12, 30)]
+    assert [tasks.third(tasks.Example("", "red", x)) for x in (0.0, 0.4, 0.7, 1.0)] == ["early", "middle", "late",
+                                                                                          "late"]

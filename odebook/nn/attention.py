@@ -21,11 +21,17 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> to
 
 
 def causal_attention(x: torch.Tensor, qkv_w: torch.Tensor, qkv_b: torch.Tensor | None, proj_w: torch.Tensor,
-                     proj_b: torch.Tensor | None, n_head: int, dropout: float = 0.0) -> torch.Tensor:
-    """Causal multi-head attention with explicit weights (for generated or gated weights): x [B, T, C]."""
+                     proj_b: torch.Tensor | None, n_head: int, dropout: float = 0.0,
+                     window: int | None = None) -> torch.Tensor:
+    """Causal multi-head attention with explicit weights (for generated or gated weights): x [B, T, C]. With
+    ``window``, each position sees only the last ``window`` positions (a banded causal mask)."""
     B, T, C = x.shape
     q, k, v = F.linear(x, qkv_w, qkv_b).view(B, T, 3, n_head, C // n_head).permute(2, 0, 3, 1, 4)
-    y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+    if window is None:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+    else:
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=banded_causal_mask(T, window, x.device),
+                                           dropout_p=dropout)
     return F.linear(y.transpose(1, 2).reshape(B, T, C), proj_w, proj_b)
 
 
@@ -42,6 +48,7 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         assert d_model % n_head == 0, "n_head must divide d_model"
         self.n_head, self.dropout = n_head, dropout
+        self.window: int | None = None  # None: full causal attention (SlidingWindowAttention sets it)
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.resid_dropout = nn.Dropout(dropout)
@@ -53,7 +60,7 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = causal_attention(x, self.qkv.weight, self.qkv.bias, self.proj.weight, self.proj.bias, self.n_head,
-                             self.dropout if self.training else 0.0)
+                             self.dropout if self.training else 0.0, self.window)
         return self.resid_dropout(y)
 
 
@@ -113,9 +120,4 @@ class SlidingWindowAttention(CausalSelfAttention):
         super().__init__(d_model=d_model, n_head=n_head, dropout=dropout)
         self.window = window
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
-        q, k, v = self.heads(x)
-        mask = banded_causal_mask(T, self.window, x.device)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
-        return self.resid_dropout(self.proj(y.transpose(1, 2).reshape(B, T, C)))
+

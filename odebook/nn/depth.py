@@ -30,10 +30,15 @@ def sinusoidal_embedding(t: float, n_freq: int, device=None) -> torch.Tensor:
 class TimeMLP(nn.Module):
     """t ↦ Linear(SiLU(Linear(sinusoidal_embedding(t)))): [2S + 1] → width → out."""
 
-    def __init__(self, *, n_freq: int, width: int, out: int):
+    def __init__(self, *, n_freq: int, width: int, out: int, out_std: float | None = None):
+        """``out_std``: initialise the last layer's weights N(0, out_std²) and its bias at zero (e.g. gates that
+        start near σ(0) = 1/2); None keeps PyTorch's default initialisation."""
         super().__init__()
         self.n_freq = n_freq
         self.net = nn.Sequential(nn.Linear(2 * n_freq + 1, width), nn.SiLU(), nn.Linear(width, out))
+        if out_std is not None:
+            nn.init.normal_(self.net[-1].weight, std=out_std)
+            nn.init.zeros_(self.net[-1].bias)
 
     def forward(self, t: float) -> torch.Tensor:
         first = self.net[0].weight

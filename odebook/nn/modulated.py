@@ -39,9 +39,7 @@ class GatedBlock(nn.Module):
         self.mlp = MLP(d_model=d_model)
         shapes = [tuple(self.base(m, n).weight.shape) for m, n in GATED_MATRICES]
         self.sizes = [o * i if granularity == "full" else o + i for o, i in shapes]
-        self.gate = TimeMLP(n_freq=n_freq, width=gate_width, out=sum(self.sizes))
-        nn.init.normal_(self.gate.net[-1].weight, std=0.02)
-        nn.init.zeros_(self.gate.net[-1].bias)
+        self.gate = TimeMLP(n_freq=n_freq, width=gate_width, out=sum(self.sizes), out_std=0.02)
 
     def base(self, module: str, name: str) -> nn.Linear:
         return getattr(getattr(self, module), name)
@@ -54,12 +52,21 @@ class GatedBlock(nn.Module):
             out.append(chunk.view(o, i) if self.granularity == "full" else chunk[:o, None] * chunk[None, o:])
         return out
 
+    def attention(self, x: torch.Tensor, gates: list[torch.Tensor]) -> torch.Tensor:
+        """attn(LN₁ x) with the gated attention matrices."""
+        a = self.attn
+        return causal_attention(self.ln1(x), a.qkv.weight * gates[0], a.qkv.bias, a.proj.weight * gates[1],
+                                a.proj.bias, self.n_head)
+
+    def feed_forward(self, x: torch.Tensor, gates: list[torch.Tensor]) -> torch.Tensor:
+        """mlp(LN₂ x) with the gated MLP matrices."""
+        m = self.mlp
+        return gelu_mlp(self.ln2(x), m.fc.weight * gates[2], m.fc.bias, m.proj.weight * gates[3], m.proj.bias)
+
     def forward(self, x: torch.Tensor, t: float, h: float) -> torch.Tensor:
-        (g_qkv, g_proj, g_fc, g_out) = self.gates(t)
-        a, m = self.attn, self.mlp
-        x = x + h * causal_attention(self.ln1(x), a.qkv.weight * g_qkv, a.qkv.bias, a.proj.weight * g_proj,
-                                     a.proj.bias, self.n_head)
-        return x + h * gelu_mlp(self.ln2(x), m.fc.weight * g_fc, m.fc.bias, m.proj.weight * g_out, m.proj.bias)
+        gates = self.gates(t)
+        x = x + h * self.attention(x, gates)
+        return x + h * self.feed_forward(x, gates)
 
 
 class OutputGatedBlock(nn.Module):
@@ -70,9 +77,7 @@ class OutputGatedBlock(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.attn = CausalSelfAttention(d_model=d_model, n_head=n_head)
         self.mlp = MLP(d_model=d_model)
-        self.gate = TimeMLP(n_freq=n_freq, width=gate_width, out=d_model)
-        nn.init.normal_(self.gate.net[-1].weight, std=0.02)
-        nn.init.zeros_(self.gate.net[-1].bias)
+        self.gate = TimeMLP(n_freq=n_freq, width=gate_width, out=d_model, out_std=0.02)
 
     def gates(self, t: float) -> list[torch.Tensor]:
         return [torch.sigmoid(self.gate(t))]
@@ -91,11 +96,9 @@ class SSMGatedBlock(GatedBlock):
         self.ssm = ModulatedSSM(d_model=d_model, d_state=d_state, n_freq=n_freq, gate_width=gate_width)
 
     def forward(self, x: torch.Tensor, t: float, h: float) -> torch.Tensor:
-        (g_qkv, g_proj, g_fc, g_out) = self.gates(t)
-        a, m = self.attn, self.mlp
-        x = x + h * (causal_attention(self.ln1(x), a.qkv.weight * g_qkv, a.qkv.bias, a.proj.weight * g_proj,
-                                      a.proj.bias, self.n_head) + self.ssm(self.ln3(x), t))
-        return x + h * gelu_mlp(self.ln2(x), m.fc.weight * g_fc, m.fc.bias, m.proj.weight * g_out, m.proj.bias)
+        gates = self.gates(t)
+        x = x + h * (self.attention(x, gates) + self.ssm(self.ln3(x), t))
+        return x + h * self.feed_forward(x, gates)
 
 
 @torch.no_grad()

@@ -68,7 +68,7 @@ eval_batches = 20
 ode_layers = [2, 3]
 solver = "euler"
 ode_steps = 4
-adjoint = False
+sensitivity = "direct"
 rtol = 1e-3
 atol = 1e-4
 control_dim = 4
@@ -110,12 +110,12 @@ shape = dict(vocab_size=splits.vocab_size, d_model=p.d_model, n_layer=p.n_layer,
 builders = {
     "baseline": lambda: models.gpt(**shape),
     "hybrid": lambda: models.ode_hybrid(**shape, ode_layers=p.ode_layers, solver=p.solver, steps=p.ode_steps,
-                                        adjoint=p.adjoint, rtol=p.rtol, atol=p.atol, control_dim=p.control_dim,
+                                        sensitivity=p.sensitivity, rtol=p.rtol, atol=p.atol, control_dim=p.control_dim,
                                         alpha_init=p.alpha_init),
 }
 print(f"hybrid: layers {p.ode_layers} → one ODE flow block, {p.solver}"
       + (f" with {p.ode_steps} steps" if p.solver != "dopri5" else f" (rtol {p.rtol}, atol {p.atol})")
-      + (", adjoint" if p.adjoint else ", backpropagation through the solver"))
+      + f", gradients: {p.sensitivity}")
 
 # %% [markdown]
 # ## Runs

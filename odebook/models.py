@@ -14,12 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
+from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, KVCache, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
+from odebook.nn.ode import FIXED_GRID
 from odebook.nn.attention import CausalSelfAttention, MixerBlock, SlidingWindowAttention
 from odebook.nn.gdn import GatedDeltaNet
 from odebook.nn.hybrid import StateReadAttention
 
-__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation", "gdn_diagnostics", "generate", "lm_loss", "param_groups", "count_params"]
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation", "gdn_diagnostics", "generate", "cache_problem", "lm_loss", "param_groups", "count_params"]
 
 HEAD_MULTIPLE = 64  # the head's rows are padded to a multiple of this: 50,257 → 50,304 runs the matmul ~1.5× faster
 
@@ -46,13 +47,29 @@ class LM(nn.Module):
 
     def forward(self, idx: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
         """idx: [B, T] token ids → logits [B, T, vocab]."""
-        T = idx.shape[1]
-        if T > self.max_seq_len:
-            raise ValueError(f"sequence of {T} tokens exceeds max_seq_len = {self.max_seq_len}")
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device)))
-        for block in self.blocks:
-            x = block(x, control=control)
-        return self.head(self.ln_f(x))[..., : self.vocab_size]
+        return self.logits(self.hidden(idx, control))
+
+    def hidden(self, idx: torch.Tensor, control: torch.Tensor | None = None,
+               cache: KVCache | None = None) -> torch.Tensor:
+        """The final-LayerNorm features [B, T, d] of ``idx`` [B, T]. With ``cache``, ``idx`` continues the cached
+        sequence: positions start at ``cache.length`` and attention reads the cached keys and values."""
+        start, T = (cache.length if cache is not None else 0), idx.shape[1]
+        if start + T > self.max_seq_len:
+            raise ValueError(f"sequence of {start + T} tokens exceeds max_seq_len = {self.max_seq_len}")
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(start, start + T, device=idx.device)))
+        if cache is None:
+            for block in self.blocks:
+                x = block(x, control=control)
+        else:
+            cache.begin(T)
+            for block in self.blocks:
+                x = block(x, control=control, cache=cache)
+            cache.end()
+        return self.ln_f(x)
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Head of the features ``h`` [..., d] → logits [..., vocab] (the padding rows cut off)."""
+        return self.head(h)[..., : self.vocab_size]
 
 
 def _init_weights(module: nn.Module) -> None:
@@ -173,14 +190,34 @@ def gdn_diagnostics(model: nn.Module) -> list[dict[str, float]]:
             for m in model.modules() if isinstance(m, (GatedDeltaNet, StateReadAttention)) and m.last]
 
 
+def cache_problem(model: LM) -> str | None:
+    """Why ``model`` cannot decode with a KV cache, or None when it can: every block must be a transformer Block or
+    an ODEFlowBlock with a fixed-grid solver."""
+    for i, block in enumerate(model.blocks):
+        if isinstance(block, ODEFlowBlock) and block.solver not in FIXED_GRID:
+            return f"block {i} integrates with the adaptive {block.solver!r}: its evaluation times depend on the input"
+        if not isinstance(block, (Block, ODEFlowBlock)):
+            return f"block {i} is a {type(block).__name__}, which has no KV cache"
+    return None
+
+
 @torch.no_grad()
 def generate(model: LM, idx: torch.Tensor, n_new: int, *, temperature: float = 1.0, top_k: int | None = None,
-             generator: torch.Generator | None = None) -> torch.Tensor:
+             generator: torch.Generator | None = None, cache: bool | None = None) -> torch.Tensor:
     """Append ``n_new`` tokens to ``idx`` [B, T]: greedy at temperature 0, else sampled (optionally from the top k).
-    Recomputes the whole window for each token (no cache); the window is the last max_seq_len tokens."""
+
+    ``cache``: True decodes with a KV cache (each new token runs through the model once; the whole sequence must fit
+    max_seq_len); False recomputes the window of the last max_seq_len tokens for every token; None (default) uses
+    the cache when the model supports it and the sequence fits."""
     model.eval()
-    for _ in range(n_new):
-        logits = model(idx[:, -model.max_seq_len:])[:, -1].float()
+    problem = cache_problem(model) or (None if idx.shape[1] + n_new <= model.max_seq_len else
+                                       f"{idx.shape[1]} + {n_new} tokens exceed max_seq_len = {model.max_seq_len}")
+    if cache and problem:
+        raise ValueError(f"cannot generate with a KV cache: {problem}")
+    kv = KVCache(model.max_seq_len) if (cache is None and not problem) or cache else None
+    h = model.hidden(idx[:, -model.max_seq_len:], cache=kv)[:, -1]
+    for i in range(n_new):
+        logits = model.logits(h).float()
         if temperature == 0:
             nxt = logits.argmax(-1, keepdim=True)
         else:
@@ -190,6 +227,8 @@ def generate(model: LM, idx: torch.Tensor, n_new: int, *, temperature: float = 1
                 logits = logits.masked_fill(logits < kth, float("-inf"))
             nxt = torch.multinomial(logits.softmax(-1), 1, generator=generator)
         idx = torch.cat([idx, nxt], 1)
+        if i + 1 < n_new:
+            h = model.hidden(nxt if kv is not None else idx[:, -model.max_seq_len:], cache=kv)[:, -1]
     return idx
 
 

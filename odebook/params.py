@@ -211,7 +211,8 @@ class GradientFlowParams(LMParams):
     ode_layers: list[int] = spec([2, 3], ge=0, help="consecutive 0-based layers replaced by one ODE flow block")
     solver: str = spec("euler", choices=("euler", "midpoint", "rk4", "dopri5"))
     ode_steps: int = spec(4, ge=1, le=256, help="fixed-grid steps over t in [0, 1] (ignored by dopri5)")
-    adjoint: bool = spec(False, help="odeint_adjoint instead of backpropagating through the solver")
+    sensitivity: str = spec("direct", choices=("direct", "adjoint", "reversible"),
+                            help="gradients: backpropagation through the solver, torchdiffeq's adjoint, or reversible")
     rtol: float = spec(1e-3, gt=0.0, help="dopri5 tolerances")
     atol: float = spec(1e-4, gt=0.0)
     control_dim: int = spec(4, ge=1)

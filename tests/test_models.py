@@ -28,7 +28,8 @@ FAMILIES = {
     "hybrid-euler": lambda: hybrid(solver="euler", steps=4),
     "hybrid-midpoint": lambda: hybrid(solver="midpoint", steps=3),
     "hybrid-rk4": lambda: hybrid(solver="rk4", steps=2),
-    "hybrid-rk4-adjoint": lambda: hybrid(solver="rk4", steps=2, adjoint=True),
+    "hybrid-rk4-adjoint": lambda: hybrid(solver="rk4", steps=2, sensitivity="adjoint"),
+    "hybrid-midpoint-reversible": lambda: hybrid(solver="midpoint", steps=2, sensitivity="reversible"),
 }
 
 

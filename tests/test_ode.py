@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from odebook.nn import ODEFlowBlock, euler_reference
+from odebook.nn.ode import SENSITIVITIES, STAGES
 
 D, H, C = 16, 2, 4
 
@@ -21,9 +22,9 @@ def test_euler_block_equals_an_explicit_euler_loop(steps):
     torch.testing.assert_close(b(x, control=u), euler_reference(b.field, x, steps, control=u), atol=1e-6, rtol=1e-6)
 
 
-@pytest.mark.parametrize("adjoint", [False, True])
-def test_every_ode_parameter_receives_a_gradient(adjoint):
-    b = block(solver="rk4", steps=2, adjoint=adjoint)
+@pytest.mark.parametrize("sensitivity", SENSITIVITIES)
+def test_every_ode_parameter_receives_a_gradient(sensitivity):
+    b = block(solver="rk4", steps=2, sensitivity=sensitivity)
     x = torch.randn(2, 5, D, requires_grad=True)
     b(x, control=torch.randn(2, C)).square().sum().backward()
     missing = [n for n, p in b.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
@@ -37,7 +38,8 @@ def test_adjoint_and_direct_gradients_agree(solver, steps, tol):
     the same grid, so the two differ by rk4's truncation error; dopri5 runs at rtol = atol = 1e-9."""
     grads = {}
     for adjoint in (False, True):
-        b = block(solver=solver, steps=steps, adjoint=adjoint, rtol=1e-9, atol=1e-9).double()
+        b = block(solver=solver, steps=steps, sensitivity="adjoint" if adjoint else "direct", rtol=1e-9,
+                  atol=1e-9).double()
         x = torch.randn(2, 5, D, dtype=torch.float64, generator=torch.Generator().manual_seed(1), requires_grad=True)
         u = torch.randn(2, C, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
         b(x, control=u).square().sum().backward()
@@ -49,14 +51,14 @@ def test_adjoint_and_direct_gradients_agree(solver, steps, tol):
 
 def test_adjoint_backward_sees_the_control_of_its_own_forward():
     """The adjoint re-evaluates the field during backward; another forward in between must not change its u."""
-    b = block(solver="rk4", steps=2, adjoint=True)
+    b = block(solver="rk4", steps=2, sensitivity="adjoint")
     x, u = torch.randn(2, 5, D), torch.randn(2, C)
     loss = b(x, control=u).square().sum()
     b(x)  # an unrelated forward without control before the backward
     loss.backward()
     adjoint_grad = b.field.alpha.grad.clone()
     b.zero_grad()
-    b.adjoint = False
+    b.sensitivity = "direct"
     b(x, control=u).square().sum().backward()
     torch.testing.assert_close(adjoint_grad, b.field.alpha.grad, rtol=1e-3, atol=1e-6)
 
@@ -71,3 +73,64 @@ def test_the_control_changes_the_output_and_zero_control_equals_none():
 def test_unknown_solver_is_refused():
     with pytest.raises(ValueError, match="unknown solver 'rk45'"):
         ODEFlowBlock(d_model=D, n_head=H, solver="rk45")
+
+
+def _all_grads(sensitivity, solver, steps):
+    """Gradients of x, u and every parameter of a float64 block, flattened into one vector."""
+    b = block(solver=solver, steps=steps, sensitivity=sensitivity).double()
+    x = torch.randn(2, 5, D, dtype=torch.float64, generator=torch.Generator().manual_seed(1), requires_grad=True)
+    u = torch.randn(2, C, dtype=torch.float64, generator=torch.Generator().manual_seed(2), requires_grad=True)
+    b(x, control=u).square().sum().backward()
+    return torch.cat([x.grad.flatten(), u.grad.flatten(), *(p.grad.flatten() for p in b.parameters())])
+
+
+@pytest.mark.parametrize("solver, order", [("euler", 1), ("midpoint", 2), ("rk4", 4)])
+def test_reversible_gradients_converge_to_direct_backpropagation_at_the_solvers_order(solver, order):
+    """The reversible mode recovers H_k by stepping back from H_{k+1}, which is exact only up to the integrator's
+    error: its gradient error against direct backpropagation (float64) must shrink at least like dt^order (with 20 %
+    slack) when the steps double, and rk4 with 8 steps must agree to 1e-8 relative."""
+    errors = {}
+    for steps in (4, 8):
+        direct, reversible = _all_grads("direct", solver, steps), _all_grads("reversible", solver, steps)
+        errors[steps] = ((reversible - direct).norm() / direct.norm()).item()
+    assert errors[8] < errors[4] / (0.8 * 2**order), errors
+    if solver == "rk4":
+        assert errors[8] < 1e-8, errors
+
+
+@pytest.mark.parametrize("solver", ["euler", "midpoint", "rk4"])
+def test_one_pass_of_a_fixed_grid_solver_evaluates_the_field_steps_times_stages(solver):
+    b = block(solver=solver, steps=3)
+    b.field.nfe = 0
+    b(torch.randn(1, 4, D))
+    assert b.field.nfe == 3 * STAGES[solver]
+
+
+def _saved_bytes(sensitivity, steps):
+    """Bytes the autograd graph keeps for the backward pass after one forward (storages counted once)."""
+    b = block(solver="euler", steps=steps, sensitivity=sensitivity)
+    x = torch.randn(2, 8, D, requires_grad=True)
+    storages = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = b(x)
+    return sum(storages.values()), out
+
+
+@pytest.mark.parametrize("sensitivity", ["adjoint", "reversible"])
+def test_adjoint_and_reversible_keep_the_same_memory_for_backward_at_any_number_of_steps(sensitivity):
+    saved = {steps: _saved_bytes(sensitivity, steps)[0] for steps in (2, 16)}
+    assert saved[2] == saved[16], saved
+    direct = {steps: _saved_bytes("direct", steps)[0] for steps in (2, 16)}
+    assert direct[16] > 6 * direct[2], direct  # backpropagation through the solver keeps every step
+
+
+def test_reversible_mode_needs_a_fixed_grid_and_unknown_sensitivity_is_refused():
+    with pytest.raises(ValueError, match="adaptive"):
+        ODEFlowBlock(d_model=D, n_head=H, solver="dopri5", sensitivity="reversible")
+    with pytest.raises(ValueError, match="unknown sensitivity 'backsolve'"):
+        ODEFlowBlock(d_model=D, n_head=H, sensitivity="backsolve")

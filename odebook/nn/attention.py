@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from odebook.nn.kv_cache import KVCache
+
 __all__ = ["CausalSelfAttention", "MLP", "Block", "MixerBlock", "attention_reference", "causal_attention", "gelu_mlp",
            "banded_causal_mask", "SlidingWindowAttention"]
 
@@ -58,10 +60,25 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)
         return q, k, v  # each [B, H, T, D]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """x: [B, T, C]. With ``cache``, x holds only the new positions, which attend to every cached one."""
+        if cache is not None:
+            return self.proj(self._cached(x, cache))
         y = causal_attention(x, self.qkv.weight, self.qkv.bias, self.proj.weight, self.proj.bias, self.n_head,
                              self.dropout if self.training else 0.0, self.window)
         return self.resid_dropout(y)
+
+    def _cached(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        if self.window is not None:
+            raise ValueError("the KV cache is for full causal attention, not a sliding window")
+        B, T, C = x.shape
+        offset = cache.length
+        q, k, v = self.heads(x)
+        k, v = cache.update(k, v)  # [B, H, offset + T, D]
+        i = torch.arange(T, device=x.device)[:, None] + offset
+        mask = None if T == 1 else torch.arange(offset + T, device=x.device)[None, :] <= i  # new position i sees ≤ i
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return y.transpose(1, 2).reshape(B, T, C)
 
 
 class MLP(nn.Module):
@@ -100,9 +117,10 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = MLP(d_model=d_model, dropout=dropout)
 
-    def forward(self, x: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, control: torch.Tensor | None = None,
+                cache: KVCache | None = None) -> torch.Tensor:
         """``control`` is accepted so every block shares one signature; a discrete block ignores it."""
-        x = x + self.attn(self.ln1(x))
+        x = x + self.attn(self.ln1(x), cache=cache)
         return x + self.mlp(self.ln2(x))
 
 

@@ -6,8 +6,17 @@ learned scalar output scale. The control reaches the vector field through a modu
 solve integrates ``_Controlled(field, u)``, so ``odeint_adjoint`` sees every parameter, and its backward pass — which
 re-evaluates the field later — still sees this call's u, whatever other forward passes ran in between.
 
-The vector field has no dropout: an adaptive solver and the adjoint's backward re-evaluation both need F to be a
-deterministic function of (t, H).
+Gradients (``sensitivity``):
+
+direct      backpropagation through the solver's operations; memory grows with the number of steps.
+adjoint     torchdiffeq's ``odeint_adjoint``: the backward pass integrates the adjoint ODE from t = 1 to 0 together
+            with the state, storing nothing per step. The control gets no gradient.
+reversible  the forward solve stores only H(1); the backward pass steps the state back with the same integrator
+            (H_k ≈ step(H_{k+1}, −dt)), re-runs each forward step from that state and backpropagates through that one
+            step. Memory stays one step's graph; the gradient is exact only as far as the states are recovered.
+
+The vector field has no dropout: an adaptive solver, the adjoint and the reversible backward all re-evaluate F and
+need it to be a deterministic function of (t, H).
 """
 
 from __future__ import annotations
@@ -17,11 +26,15 @@ from torch import nn
 from torchdiffeq import odeint, odeint_adjoint
 
 from odebook.nn.attention import MLP, CausalSelfAttention
+from odebook.nn.kv_cache import KVCache
 
-__all__ = ["VectorField", "ODEFlowBlock", "euler_reference", "SOLVERS"]
+__all__ = ["VectorField", "ODEFlowBlock", "euler_reference", "SOLVERS", "FIXED_GRID", "SENSITIVITIES",
+           "STAGES"]
 
 SOLVERS = ("euler", "midpoint", "rk4", "dopri5")
 FIXED_GRID = ("euler", "midpoint", "rk4")
+STAGES = {"euler": 1, "midpoint": 2, "rk4": 4}  # vector-field evaluations per step of each fixed-grid solver
+SENSITIVITIES = ("direct", "adjoint", "reversible")
 
 
 class VectorField(nn.Module):
@@ -38,52 +51,124 @@ class VectorField(nn.Module):
         self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
         self.nfe = 0  # function evaluations since the last reset
 
-    def forward(self, t: torch.Tensor, h: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
-        """t: scalar; h: [B, T, d]; control: [B, control_dim] or None (= zeros)."""
+    def forward(self, t: torch.Tensor, h: torch.Tensor, control: torch.Tensor | None = None,
+                cache: KVCache | None = None) -> torch.Tensor:
+        """t: scalar; h: [B, T, d]; control: [B, control_dim] or None (= zeros); cache: keys and values of the
+        earlier positions at this same evaluation (incremental decoding)."""
         self.nfe += 1
         u = control if control is not None else h.new_zeros(h.shape[0], self.control_embed.in_features)
         e_t = self.time_embed(t.reshape(1, 1).to(h.dtype))  # [1, d]
         e_u = self.control_embed(u.to(h.dtype))  # [B, d]
         z = h + e_t[:, None, :] + e_u[:, None, :]  # [B, T, d]
-        return self.alpha * (self.attn(self.ln1(z)) + self.mlp(self.ln2(z)))
+        return self.alpha * (self.attn(self.ln1(z), cache=cache) + self.mlp(self.ln2(z)))
 
 
 class _Controlled(nn.Module):
-    """The vector field of one solve: the shared ``VectorField`` with that call's control bound to it."""
+    """The vector field of one solve: the shared ``VectorField`` with that call's control (and cache) bound to it."""
 
-    def __init__(self, field: VectorField, control: torch.Tensor | None):
+    def __init__(self, field: VectorField, control: torch.Tensor | None, cache: KVCache | None = None):
         super().__init__()
-        self.field, self.control = field, control
+        self.field, self.control, self.cache = field, control, cache
 
     def forward(self, t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        return self.field(t, h, self.control)
+        return self.field(t, h, self.control, self.cache)
 
 
 class ODEFlowBlock(nn.Module):
-    """Replaces a stack of residual layers by H(1), the solution of dH/dt = f(t, H) from H(0) = x."""
+    """Replaces a stack of residual layers by H(1), the solution of dH/dt = f(t, H) from H(0) = x.
+
+    Fixed-grid solvers take ``steps`` equal steps; dopri5 adapts its steps to ``rtol``/``atol``. ``field.nfe``
+    counts vector-field evaluations (reset it to measure one pass)."""
 
     def __init__(self, *, d_model: int, n_head: int, control_dim: int = 4, alpha_init: float = 0.1,
-                 solver: str = "euler", steps: int = 4, adjoint: bool = False, rtol: float = 1e-3,
+                 solver: str = "euler", steps: int = 4, sensitivity: str = "direct", rtol: float = 1e-3,
                  atol: float = 1e-4):
         super().__init__()
         if solver not in SOLVERS:
             raise ValueError(f"unknown solver {solver!r}; allowed: {', '.join(SOLVERS)}")
+        if sensitivity not in SENSITIVITIES:
+            raise ValueError(f"unknown sensitivity {sensitivity!r}; allowed: {', '.join(SENSITIVITIES)}")
+        if sensitivity == "reversible" and solver not in FIXED_GRID:
+            raise ValueError(f"the reversible mode steps back on a fixed grid; solver {solver!r} is adaptive")
         self.field = VectorField(d_model=d_model, n_head=n_head, control_dim=control_dim, alpha_init=alpha_init)
-        self.solver, self.steps, self.adjoint, self.rtol, self.atol = solver, steps, adjoint, rtol, atol
+        self.solver, self.steps, self.sensitivity, self.rtol, self.atol = solver, steps, sensitivity, rtol, atol
 
     def grid(self, like: torch.Tensor) -> torch.Tensor:
-        """Fixed-grid solvers step exactly between these times (torchdiffeq, no step_size); dopri5 adapts."""
-        n = self.steps if self.solver in FIXED_GRID else 1
-        return torch.linspace(0.0, 1.0, n + 1, dtype=like.dtype, device=like.device)
+        """The times at which a fixed-grid solver evaluates its steps: 0, 1/steps, …, 1."""
+        return torch.linspace(0.0, 1.0, self.steps + 1, dtype=like.dtype, device=like.device)
 
-    def forward(self, x: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
-        """x: [B, T, d]; control: [B, control_dim] or None (= zeros). The adjoint gives no gradient to control."""
-        func, options = _Controlled(self.field, control), dict(method=self.solver, rtol=self.rtol, atol=self.atol)
-        if self.adjoint:
-            hs = odeint_adjoint(func, x, self.grid(x), adjoint_params=tuple(self.field.parameters()), **options)
-        else:
-            hs = odeint(func, x, self.grid(x), **options)
-        return hs[-1]
+    def solve(self, func: nn.Module, x: torch.Tensor, adjoint: bool = False) -> torch.Tensor:
+        """H(1) from H(0) = x. Only t = 0 and t = 1 are output times, so the adjoint stores no per-step state; the
+        fixed grid comes in as torchdiffeq's grid_constructor (it is flipped for the adjoint's backward solve)."""
+        t = torch.tensor([0.0, 1.0], dtype=x.dtype, device=x.device)
+        options = {"grid_constructor": lambda f, y0, tt: torch.linspace(tt[0], tt[-1], self.steps + 1, dtype=tt.dtype,
+                                                                         device=tt.device)} \
+            if self.solver in FIXED_GRID else {}
+        kwargs = dict(method=self.solver, rtol=self.rtol, atol=self.atol, options=options)
+        if adjoint:
+            return odeint_adjoint(func, x, t, adjoint_params=tuple(self.field.parameters()), **kwargs)[-1]
+        return odeint(func, x, t, **kwargs)[-1]
+
+    def step(self, func: nn.Module, h: torch.Tensor, t0: torch.Tensor, t1: torch.Tensor) -> torch.Tensor:
+        """One step of the fixed-grid solver from (t0, h) to t1 (t1 < t0 steps backwards)."""
+        return odeint(func, h, torch.stack([t0, t1]), method=self.solver)[-1]
+
+    def forward(self, x: torch.Tensor, control: torch.Tensor | None = None,
+                cache: KVCache | None = None) -> torch.Tensor:
+        """x: [B, T, d]; control: [B, control_dim] or None (= zeros). With ``cache`` (fixed-grid solvers), x holds
+        only the new positions and each evaluation's attention reads the keys and values it cached earlier."""
+        if cache is not None:
+            if self.solver not in FIXED_GRID:
+                raise ValueError(f"a KV cache needs a fixed-grid solver (evaluations at known times), not "
+                                 f"{self.solver!r}")
+            return self.solve(_Controlled(self.field, control, cache), x)
+        if self.sensitivity == "reversible" and torch.is_grad_enabled():
+            return _ReversibleSolve.apply(self, x, control, *self.field.parameters())
+        return self.solve(_Controlled(self.field, control), x, adjoint=self.sensitivity == "adjoint")
+
+
+class _ReversibleSolve(torch.autograd.Function):
+    """Forward: the usual solve, keeping only H(1). Backward: for k = N−1 … 0, recover H_k by one backward step from
+    H_{k+1}, re-run the forward step from it and backpropagate the adjoint a through that step alone."""
+
+    @staticmethod
+    def forward(ctx, block: ODEFlowBlock, x: torch.Tensor, control: torch.Tensor | None,
+                *params: nn.Parameter) -> torch.Tensor:
+        device = x.device.type
+        ctx.block = block
+        ctx.autocast = torch.is_autocast_enabled(device), torch.get_autocast_dtype(device), device
+        with torch.no_grad():
+            h = block.solve(_Controlled(block.field, control), x)
+        ctx.save_for_backward(h, control)
+        return h
+
+    @staticmethod
+    def backward(ctx, a: torch.Tensor):
+        h, control = ctx.saved_tensors
+        block = ctx.block
+        params = tuple(block.field.parameters())
+        want_u = control is not None and ctx.needs_input_grad[2]
+        grads = [torch.zeros_like(p) for p in params]
+        grad_u = torch.zeros_like(control) if want_u else None
+        times = block.grid(h)
+        enabled, dtype, device = ctx.autocast
+        for k in reversed(range(block.steps)):
+            with torch.no_grad(), torch.autocast(device, dtype=dtype, enabled=enabled):
+                h_prev = block.step(_Controlled(block.field, control), h, times[k + 1], times[k])
+            with torch.enable_grad(), torch.autocast(device, dtype=dtype, enabled=enabled):
+                hp = h_prev.detach().requires_grad_()
+                u = control.detach().requires_grad_() if want_u else control
+                h_next = block.step(_Controlled(block.field, u), hp, times[k], times[k + 1])
+                inputs = (hp, *params, *([u] if want_u else []))
+                g = torch.autograd.grad(h_next, inputs, a, allow_unused=True)
+            a = g[0]
+            for acc, gi in zip(grads, g[1:1 + len(params)]):
+                if gi is not None:
+                    acc += gi
+            if want_u:
+                grad_u += g[-1]
+            h = h_prev
+        return None, a, grad_u, *grads
 
 
 def euler_reference(field: VectorField, x: torch.Tensor, steps: int,

@@ -65,6 +65,7 @@ grad_clip = 1.0
 dropout = 0.1
 eval_interval = 50
 eval_batches = 20
+tensorboard = False
 ode_layers = [2, 3]
 solver = "euler"
 ode_steps = 4
@@ -126,7 +127,8 @@ print(f"hybrid: layers {p.ode_layers} → one ODE flow block, {p.solver}"
 config = TrainConfig(steps=p.steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
                      eval_interval=p.eval_interval)
 runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
-                 batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches)
+                 batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
+                 log_dir=report.tensorboard_dir(out, p, "runs"))
 
 # %% [markdown]
 # ## Results

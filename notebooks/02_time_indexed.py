@@ -77,6 +77,7 @@ weight_decay = 0.0
 grad_clip = 1.0
 eval_interval = 100
 eval_batches = 20
+tensorboard = False
 n_freq = 16
 d_emb = 32
 gate_width = 32
@@ -124,7 +125,8 @@ builders = {name: functools.partial(time_indexed, name, **shape) for name in p.m
 config = TrainConfig(steps=p.steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
                      eval_interval=p.eval_interval)
 runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
-                 batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches)
+                 batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
+                 log_dir=report.tensorboard_dir(out, p, "runs"))
 
 # %% [markdown]
 # ## Results

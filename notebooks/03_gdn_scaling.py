@@ -65,6 +65,7 @@ weight_decay = 0.1
 grad_clip = 1.0
 eval_interval = 100
 eval_batches = 20
+tensorboard = False
 chunk_size = 64
 niah_steps = 1500
 niah_batch_size = 16
@@ -142,7 +143,8 @@ for seed in range(p.seed, p.seed + p.n_seeds):
         hist = train(model, tasks.curriculum_batches(tok, p.niah_batch_size, seed, stages), niah_valid,
                      TrainConfig(steps=p.niah_steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
                                  eval_interval=p.eval_interval),
-                     precision, groups=param_groups(model), desc=f"NIAH d{d}×{layers} seed {seed}")
+                     precision, groups=param_groups(model), desc=f"NIAH d{d}×{layers} seed {seed}",
+                     log_dir=report.tensorboard_dir(out, p, f"niah_d{d}x{layers}_seed{seed}"))
         scores = {name: tasks.score(model, exs, tok, precision.device) for name, exs in eval_sets.items()}
         with state_ablation(model):
             zeroed = tasks.score(model, eval_sets["fixed"], tok, precision.device)
@@ -189,7 +191,8 @@ builders = {f"d{d}×{layers}": functools.partial(gdn_model, d, layers) for d, la
 config = TrainConfig(steps=p.steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
                      eval_interval=p.eval_interval)
 lm_runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
-                    batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches)
+                    batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
+                    log_dir=report.tensorboard_dir(out, p, "lm"))
 lm = summarize(lm_runs)
 lm["non-embedding params"] = [sum(q.numel() for b in r.module.blocks for q in b.parameters())
                               for r in lm_runs if r.seed == p.seed]

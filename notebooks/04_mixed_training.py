@@ -67,6 +67,7 @@ weight_decay = 0.1
 grad_clip = 1.0
 eval_interval = 100
 eval_batches = 20
+tensorboard = False
 bottlenecks = ["static_0.3", "static_0.1", "drop_0.7"]
 regimes = ["lm", "niah", "mixed"]
 max_train_stories = 50000
@@ -146,7 +147,8 @@ for seed in range(p.seed, p.seed + p.n_seeds):
                          TrainConfig(steps=p.steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
                                      eval_interval=p.eval_interval),
                          precision, groups=param_groups(model), desc=f"{bn} · {regime} · seed {seed}",
-                         loss_fn=mixed_loss if regime == "mixed" else lm_loss, eval_loss_fn=lm_loss)
+                         loss_fn=mixed_loss if regime == "mixed" else lm_loss, eval_loss_fn=lm_loss,
+                         log_dir=report.tensorboard_dir(out, p, f"{bn}_{regime}_seed{seed}"))
             ppl = math.exp(evaluate(model, valid_batches, precision))
             scores = {name: tasks.score(model, exs, tok, precision.device) for name, exs in eval_sets.items()}
             with state_ablation(model):

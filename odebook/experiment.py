@@ -11,6 +11,7 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -52,8 +53,9 @@ class Run:
 
 def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits, config: TrainConfig,
               precision: Precision, *, seeds: Sequence[int], batch_size: int, seq_len: int, eval_batches: int,
-              progress: bool = True) -> list[Run]:
-    """For each seed and each model: seed, build, train, evaluate once on test. Returns the runs in that order."""
+              progress: bool = True, log_dir: Path | None = None) -> list[Run]:
+    """For each seed and each model: seed, build, train, evaluate once on test. Returns the runs in that order.
+    With ``log_dir``, each run writes TensorBoard logs to <log_dir>/<model>_seed<seed>."""
     valid = fixed_batches(splits.valid, eval_batches, batch_size, seq_len)
     test = fixed_batches(splits.test, eval_batches, batch_size, seq_len)
     cuda = precision.device.type == "cuda"
@@ -66,7 +68,8 @@ def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSpli
             if cuda:
                 torch.cuda.reset_peak_memory_stats(precision.device)
             hist = train(model, random_batches(splits.train, batch_size, seq_len, seed=seed), valid, config,
-                         precision, groups=param_groups(model), desc=f"{name} seed {seed}", progress=progress)
+                         precision, groups=param_groups(model), desc=f"{name} seed {seed}", progress=progress,
+                         log_dir=log_dir / f"{name}_seed{seed}" if log_dir else None)
             peak = float(torch.cuda.max_memory_allocated(precision.device)) if cuda else math.nan
             runs.append(Run(name, seed, count_params(model), hist, evaluate(model, test, precision), model, flops,
                             peak, batch_size * seq_len))

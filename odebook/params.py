@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import yaml
 
 __all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "RetrievalParams",
-           "GDNScalingParams", "MixedTrainingParams", "STUDIES",
+           "GDNScalingParams", "MixedTrainingParams", "ODESolverParams", "STUDIES",
            "spec",
            "load_yaml", "validate_file"]
 
@@ -181,6 +181,7 @@ class LMParams(Params):
     grad_clip: float = spec(1.0, gt=0.0)
     eval_interval: int = spec(50, ge=1)
     eval_batches: int = spec(20, ge=1, help="fixed held-out batches evaluated at every interval")
+    tensorboard: bool = spec(False, help="also write TensorBoard logs to <output_dir>/tensorboard/")
 
     width_key: ClassVar[str] = "d_model"  # the field holding the model width(s) that n_head must divide
 
@@ -220,15 +221,81 @@ class GradientFlowParams(LMParams):
     control_scales: list[float] = spec([0.0, 0.5, 1.0, 2.0, 4.0], ge=0.0, help="scales for the control check")
 
     def cross_checks(self) -> list[str]:
-        errors = super().cross_checks()
-        layers = self.ode_layers
-        if not layers:
-            errors.append("key 'ode_layers' = []: must name at least one layer")
-        elif layers != list(range(layers[0], layers[0] + len(layers))):
-            errors.append(f"key 'ode_layers' = {layers}: must be consecutive and increasing, e.g. [2, 3]")
-        elif layers[-1] >= self.n_layer:
-            errors.append(f"key 'ode_layers' = {layers}: layers must lie in 0..{self.n_layer - 1} "
-                          f"(n_layer = {self.n_layer})")
+        return super().cross_checks() + _ode_layer_problems(self.ode_layers, self.n_layer)
+
+
+def _ode_layer_problems(layers: list[int], n_layer: int) -> list[str]:
+    if not layers:
+        return ["key 'ode_layers' = []: must name at least one layer"]
+    if layers != list(range(layers[0], layers[0] + len(layers))):
+        return [f"key 'ode_layers' = {layers}: must be consecutive and increasing, e.g. [2, 3]"]
+    if layers[-1] >= n_layer:
+        return [f"key 'ode_layers' = {layers}: layers must lie in 0..{n_layer - 1} (n_layer = {n_layer})"]
+    return []
+
+
+FIXED_GRID_SOLVERS = ("euler", "midpoint", "rk4")
+
+
+@dataclasses.dataclass
+class ODESolverParams(LMParams):
+    """Study 05: what adjoint sensitivities, integrator choice, reversibility and KV caching buy in memory, speed
+    and accuracy, on the study-01 hybrid (a GPT with consecutive layers replaced by one ODE flow block).
+
+    Defaults are the t4 profile: study 01's model with a context long enough for 1024 generated tokens."""
+
+    study: ClassVar[str] = "05_ode_solvers"
+
+    n_seeds: int = spec(3, ge=1, le=20, help="training runs per integrator")
+    n_layer: int = spec(6, ge=1, le=48)
+    d_model: int = spec(256, ge=8)
+    seq_len: int = spec(128, ge=2, help="training and evaluation context")
+    max_seq_len: int = spec(1088, ge=2, help="positional table; must hold prompt + the longest generation")
+    ode_layers: list[int] = spec([2, 3], ge=0, help="consecutive 0-based layers replaced by one ODE flow block")
+    control_dim: int = spec(4, ge=1)
+    alpha_init: float = spec(0.1, help="initial value of the learned output scale of the vector field")
+    integrators: list[str] = spec(["euler", "midpoint", "rk4", "dopri5"], choices=("euler", "midpoint", "rk4",
+                                                                                   "dopri5"))
+    nfe_budget: int = spec(8, ge=4, help="vector-field evaluations per forward of every fixed-grid integrator: "
+                                         "euler takes nfe_budget steps, midpoint nfe_budget/2, rk4 nfe_budget/4")
+    rtol: float = spec(1e-3, gt=0.0, help="dopri5 tolerances")
+    atol: float = spec(1e-4, gt=0.0)
+    sensitivity: str = spec("direct", choices=("direct", "adjoint", "reversible"),
+                            help="gradients of the integrator runs (reversible needs a fixed grid)")
+    sweep_solver: str = spec("rk4", choices=FIXED_GRID_SOLVERS, help="integrator of the sensitivity sweep")
+    sweep_steps: list[int] = spec([4, 8, 16, 32], ge=1, help="numbers of steps of the sensitivity sweep")
+    sensitivities: list[str] = spec(["direct", "adjoint", "reversible"], choices=("direct", "adjoint", "reversible"))
+    timing_repeats: int = spec(3, ge=1, help="timed training steps per sweep point (after one warm-up)")
+    memory_growth_limit: float = spec(1.2, gt=1.0, help="peak-memory growth over the sweep that counts as O(1)")
+    generation_solver: str = spec("rk4", choices=FIXED_GRID_SOLVERS, help="the hybrid that generates text")
+    generation_lengths: list[int] = spec([256, 1024], ge=1, help="new tokens of the KV-cache speed test")
+    prompt_tokens: int = spec(32, ge=1, help="held-out prompt length for generation")
+    speedup_target: float = spec(10.0, gt=1.0, help="the source's lower bound for the KV-cache speed-up")
+    n_samples: int = spec(2, ge=0)
+    sample_tokens: int = spec(100, ge=1)
+    temperature: float = spec(0.8, gt=0.0)
+    top_k: int = spec(40, ge=1)
+    alpha: float = spec(0.05, gt=0.0, le=0.5, help="significance level of the verdicts")
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks() + _ode_layer_problems(self.ode_layers, self.n_layer)
+        if any(s in self.integrators for s in FIXED_GRID_SOLVERS) and self.nfe_budget % 4:
+            errors.append(f"key 'nfe_budget' = {self.nfe_budget}: must be a multiple of 4 (rk4 has 4 stages, "
+                          "midpoint 2)")
+        if self.generation_solver not in self.integrators:
+            errors.append(f"key 'generation_solver' = {self.generation_solver!r}: must be one of integrators = "
+                          f"{self.integrators}")
+        if "direct" not in self.sensitivities:
+            errors.append(f"key 'sensitivities' = {self.sensitivities}: must include 'direct' (the reference)")
+        if len(set(self.sweep_steps)) < 2:
+            errors.append(f"key 'sweep_steps' = {self.sweep_steps}: needs at least two different step counts")
+        if self.sensitivity == "reversible" and "dopri5" in self.integrators:
+            errors.append("key 'sensitivity' = 'reversible': steps back on a fixed grid; drop 'dopri5' from "
+                          "integrators or choose another sensitivity")
+        longest = self.prompt_tokens + max(self.generation_lengths + [self.sample_tokens])
+        if longest > self.max_seq_len:
+            errors.append(f"key 'max_seq_len' = {self.max_seq_len}: generation needs prompt_tokens + the longest "
+                          f"generation = {longest} positions")
         return errors
 
 
@@ -365,7 +432,8 @@ class MixedTrainingParams(RetrievalParams):
 
 
 STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParams, TimeIndexedParams,
-                                                               GDNScalingParams, MixedTrainingParams)}
+                                                               GDNScalingParams, MixedTrainingParams,
+                                                               ODESolverParams)}
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:

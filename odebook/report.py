@@ -12,7 +12,7 @@ import torch
 
 from odebook.params import Params
 
-__all__ = ["output_dir", "save_figure", "save_table", "save_results", "repo_root", "to_jsonable"]
+__all__ = ["output_dir", "tensorboard_dir", "save_figure", "save_table", "save_results", "repo_root", "to_jsonable"]
 
 
 def repo_root() -> Path | None:
@@ -29,6 +29,11 @@ def output_dir(params: Params) -> Path:
         out = (repo_root() or Path.cwd()) / "outputs" / "interactive" / params.study
     (out / "figures").mkdir(parents=True, exist_ok=True)
     return out
+
+
+def tensorboard_dir(out: Path, params: Params, run: str) -> Path | None:
+    """<out>/tensorboard/<run> when the parameters ask for TensorBoard logs (``tensorboard: true``), else None."""
+    return out / "tensorboard" / run if getattr(params, "tensorboard", False) else None
 
 
 def save_figure(fig, out: Path, name: str) -> None:

@@ -2,8 +2,8 @@
 
 AdamW with gradient clipping; per step the loss, the time (device synchronised) and the gradient norm in total and
 per named group of parameters, measured before clipping; held-out evaluation at intervals on a fixed list of
-batches; the precision policy of ``odebook.precision``; and a guard that stops a run whose loss is no longer finite,
-keeping the metrics recorded so far on the exception.
+batches; the precision policy of ``odebook.precision``; a guard that stops a run whose loss is no longer finite, keeping the
+metrics recorded so far on the exception; and, opt-in, TensorBoard logs of the same numbers.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -97,10 +98,45 @@ def _to(batch, device: torch.device):
 
 def train(model: nn.Module, batches: Iterator, eval_batches: Sequence, config: TrainConfig, precision: Precision,
           *, groups: Mapping[str, Sequence[nn.Parameter]] | None = None, loss_fn: LossFn = lm_loss,
-          eval_loss_fn: LossFn | None = None, desc: str = "train", progress: bool = True) -> History:
+          eval_loss_fn: LossFn | None = None, desc: str = "train", progress: bool = True,
+          log_dir: str | Path | None = None) -> History:
     """Train ``model`` for ``config.steps`` steps on ``batches`` with ``loss_fn``; evaluate ``eval_batches`` with
     ``eval_loss_fn`` (default: ``loss_fn``) every ``eval_interval`` steps and at the end. Raises DivergenceError
-    (with the history so far) when the loss is not finite."""
+    (with the history so far) when the loss is not finite. With ``log_dir``, TensorBoard logs go there: per step
+    train/loss, train/perplexity, train/lr, grad_norm/<group> (before clipping) and train/step_ms; per evaluation
+    eval/loss and eval/perplexity."""
+    writer = _tensorboard(log_dir)
+    try:
+        return _train(model, batches, eval_batches, config, precision, groups=groups, loss_fn=loss_fn,
+                      eval_loss_fn=eval_loss_fn, desc=desc, progress=progress, writer=writer)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _tensorboard(log_dir: str | Path | None):
+    if log_dir is None:
+        return None
+    from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package; imported only when asked
+
+    return SummaryWriter(str(log_dir))
+
+
+def _perplexity(loss: float) -> float:
+    return math.exp(loss) if loss < 700 else math.inf  # exp overflows a float beyond ~709
+
+
+def _log_step(writer, hist: History, step: int, lr: float) -> None:
+    writer.add_scalar("train/loss", hist.loss[-1], step)
+    writer.add_scalar("train/perplexity", _perplexity(hist.loss[-1]), step)
+    writer.add_scalar("train/lr", lr, step)
+    writer.add_scalar("train/step_ms", 1000 * hist.step_time[-1], step)
+    for name, norms in hist.grad_norm.items():
+        writer.add_scalar(f"grad_norm/{name}", norms[-1], step)
+
+
+def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, eval_loss_fn, desc, progress,
+           writer) -> History:
     model.to(precision.device).train()
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
@@ -142,4 +178,9 @@ def train(model: nn.Module, batches: Iterator, eval_batches: Sequence, config: T
             hist.eval_step.append(step)
             hist.eval_loss.append(evaluate(model, eval_batches, precision, eval_loss_fn or loss_fn))
             bar.set_postfix(loss=f"{value:.3f}", eval=f"{hist.eval_loss[-1]:.3f}", refresh=False)
+            if writer is not None:
+                writer.add_scalar("eval/loss", hist.eval_loss[-1], step)
+                writer.add_scalar("eval/perplexity", _perplexity(hist.eval_loss[-1]), step)
+        if writer is not None:
+            _log_step(writer, hist, step, optimizer.param_groups[0]["lr"])
     return hist

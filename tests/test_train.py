@@ -18,12 +18,12 @@ def tiny(kind="hybrid"):
     return models.gpt(**shape) if kind == "baseline" else models.ode_hybrid(**shape, ode_layers=[1, 2])
 
 
-def run(seed=0, steps=6, loss_fn=lm_loss, kind="hybrid"):
+def run(seed=0, steps=6, loss_fn=lm_loss, kind="hybrid", log_dir=None):
     seed_everything(seed)
     model = tiny(kind)
     hist = train(model, random_batches(TOKENS, 4, 16, seed=seed), fixed_batches(TOKENS, 2, 4, 16),
                  TrainConfig(steps=steps, lr=1e-3, eval_interval=3), CPU, groups=param_groups(model),
-                 loss_fn=loss_fn, progress=False)
+                 loss_fn=loss_fn, progress=False, log_dir=log_dir)
     return model, hist
 
 
@@ -45,6 +45,23 @@ def test_history_records_every_step_and_group():
     # the total norm is the norm of the group norms (the groups partition the parameters)
     groups = math.sqrt(sum(h.grad_norm[g][0] ** 2 for g in ("embedding", "blocks", "ode", "head")))
     assert h.grad_norm["total"][0] == pytest.approx(groups, rel=1e-5)
+
+
+def test_tensorboard_logs_hold_the_numbers_of_the_history(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, h = run(steps=7, log_dir=tmp_path / "tb")
+    events = EventAccumulator(str(tmp_path / "tb")).Reload()
+
+    def series(tag):
+        return [(e.step, e.value) for e in events.Scalars(tag)]
+
+    assert series("train/loss") == [(s, pytest.approx(v)) for s, v in zip(h.step, h.loss)]
+    assert series("train/perplexity") == [(s, pytest.approx(math.exp(v), rel=1e-6)) for s, v in zip(h.step, h.loss)]
+    assert series("eval/loss") == [(s, pytest.approx(v)) for s, v in zip(h.eval_step, h.eval_loss)]
+    assert [v for _, v in series("train/lr")] == [pytest.approx(1e-3)] * 7
+    for group in ("total", "embedding", "blocks", "ode", "head"):
+        assert [v for _, v in series(f"grad_norm/{group}")] == [pytest.approx(v, rel=1e-6) for v in h.grad_norm[group]]
 
 
 def test_training_reduces_held_out_loss():

@@ -1,0 +1,152 @@
+"""Measurements of ODE-block variants: peak memory and time of a training step, gradient error against direct
+backpropagation, function evaluations, and the speed of cached against recomputed generation.
+
+Peak memory on CUDA is torch's allocator peak; on the CPU, where torch keeps no such counter, it is the running
+sum of the profiler's per-operator allocations and frees (``profile_memory``), taken at operator granularity. Both
+count only what the measured function allocates beyond what was already allocated (weights, optimizer state).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+from odebook.models import LM, generate, lm_loss
+from odebook.nn import ODEFlowBlock
+from odebook.precision import Precision, synchronize
+
+__all__ = ["peak_memory", "gradient", "relative_error", "nfe_per_forward", "sensitivity_sweep", "generation_speed"]
+
+
+def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
+    """Bytes allocated at the peak of ``fn()`` beyond what was allocated before it."""
+    if device.type == "cuda":
+        synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    current = peak = 0
+    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+        # allocations inside an operator are its self usage; frees outside any operator are "[memory]" events
+        current += event.cpu_memory_usage if event.name == "[memory]" else event.self_cpu_memory_usage
+        peak = max(peak, current)
+    return peak
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2: the CPU profiler writes trace lines ("USDT: … profiler_start") there."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def gradient(model: nn.Module) -> torch.Tensor:
+    """Every parameter's gradient, flattened into one vector (zeros where there is none)."""
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten().double()
+                      for p in model.parameters()])
+
+
+def relative_error(a: torch.Tensor, reference: torch.Tensor) -> float:
+    """‖a − reference‖ / ‖reference‖."""
+    return ((a - reference).norm() / reference.norm()).item()
+
+
+def _ode_blocks(model: nn.Module) -> list[ODEFlowBlock]:
+    return [m for m in model.modules() if isinstance(m, ODEFlowBlock)]
+
+
+def _reset_nfe(model: nn.Module) -> None:
+    for block in _ode_blocks(model):
+        block.field.nfe = 0
+
+
+def _nfe(model: nn.Module) -> int:
+    return sum(block.field.nfe for block in _ode_blocks(model))
+
+
+@torch.no_grad()
+def nfe_per_forward(model: nn.Module, x: torch.Tensor, precision: Precision) -> int:
+    """Vector-field evaluations of one forward pass of ``model`` on ``x`` (what dopri5 chose for this input)."""
+    model.eval()
+    _reset_nfe(model)
+    with precision.autocast():
+        model(x)
+    return _nfe(model)
+
+
+def sensitivity_sweep(build: Callable[[str, int], nn.Module], batch: tuple[torch.Tensor, torch.Tensor],
+                      precision: Precision, *, methods: Sequence[str], steps: Sequence[int],
+                      repeats: int = 3) -> pd.DataFrame:
+    """For every number of steps and sensitivity method: peak memory of one training step (forward + backward),
+    its median time over ``repeats`` (after one warm-up), the vector-field evaluations of its forward and backward
+    passes, and the relative error of its gradient against the "direct" method's at the same number of steps.
+
+    ``build(method, steps)`` must return the same weights for every method at a given number of steps."""
+    x, y = (t.to(precision.device) for t in batch)
+    rows = []
+    for n in steps:
+        reference = None
+        for method in sorted(methods, key=lambda m: m != "direct"):  # direct first: it is the reference
+            model = build(method, n).to(precision.device).train()
+
+            def step():
+                model.zero_grad(set_to_none=True)
+                with precision.autocast():
+                    loss = lm_loss(model, (x, y))
+                loss.backward()
+
+            _reset_nfe(model)
+            with precision.autocast():
+                loss = lm_loss(model, (x, y))
+            nfe_forward = _nfe(model)
+            model.zero_grad(set_to_none=True)
+            loss.backward()
+            nfe_backward = _nfe(model) - nfe_forward
+            grad = gradient(model)
+            reference = grad if method == "direct" else reference
+            times = []
+            for _ in range(repeats):
+                synchronize(precision.device)
+                t0 = time.perf_counter()
+                step()
+                synchronize(precision.device)
+                times.append(time.perf_counter() - t0)
+            rows.append({"steps": n, "method": method, "peak_memory_mb": peak_memory(step, precision.device) / 2**20,
+                         "ms_per_step": 1000 * statistics.median(times), "nfe_forward": nfe_forward,
+                         "nfe_backward": nfe_backward,
+                         "grad_rel_error": relative_error(grad, reference) if reference is not None else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def generation_speed(model: LM, prompt: torch.Tensor, n_new: int) -> dict:
+    """Greedy generation of ``n_new`` tokens after ``prompt`` [B, T], with the KV cache and by recomputation:
+    seconds of each, the speed-up, and whether the tokens are identical."""
+    out, seconds = {}, {}
+    for cache in (True, False):
+        synchronize(prompt.device)
+        t0 = time.perf_counter()
+        out[cache] = generate(model, prompt, n_new, temperature=0, cache=cache)
+        synchronize(prompt.device)
+        seconds[cache] = time.perf_counter() - t0
+    return {"new_tokens": n_new, "cached_s": seconds[True], "recomputed_s": seconds[False],
+            "speedup": seconds[False] / seconds[True], "identical_tokens": bool(torch.equal(out[True], out[False]))}

@@ -36,7 +36,7 @@ test:  ## unit tests, notebook pairing, smoke execution of every notebook
 sync:  ## pair notebooks/*.py with notebooks/*.ipynb (jupytext), outputs stripped
 	$(VENV)/bin/jupytext --sync notebooks/*.py
 
-bench:  ## CPU benchmarks: 01 step time and MFU; gated delta rule chunked vs reference; 02 ms/step per model
+bench:  ## CPU benchmarks: 01 step time and MFU; delta rule chunked vs reference; 02 ms/step; 05 KV cache and memory
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.bench
 
 clean-outputs:  ## delete outputs/<PROFILE>

@@ -12,6 +12,11 @@ T ∈ {256, 1024, 4096} (batch 2, 4 heads, K = V = 64, chunk 64).
 Study 02: ms per training step, tokens/s and FLOPs per parameter (forward pass) of each of its eight models at the
 t4 shape (d 256, 6 layers or depth steps, batch 8 × 128, bytes), in one worker with the tuned allocator.
 
+Study 05: greedy generation of 256 and 1024 new tokens with the KV cache and by recomputation (baseline and the
+rk4 hybrid at study 01's t4 shape, GPT-2 vocabulary, batch 1, identical tokens checked); then peak memory and time
+of one training step of the rk4 hybrid at 4, 8, 16 and 32 steps for each sensitivity method (bytes, batch 8 × 128,
+so the ODE block rather than the 50,257-way head dominates the memory).
+
 Speed is measured here, never asserted in a test.
 """
 
@@ -132,6 +137,32 @@ def delta_rule_times(T: int, repeats: int) -> dict[str, float]:
     return out
 
 
+T4_05 = dict(d_model=256, n_layer=6, n_head=4, max_seq_len=1088)
+ODE_05 = dict(ode_layers=[2, 3], solver="rk4")
+
+
+def _worker_05() -> dict:
+    """KV-cache speed-ups and the sensitivity sweep of study 05 (see the module docstring)."""
+    from odebook.measure import generation_speed, sensitivity_sweep
+
+    torch.set_flush_denormal(True)
+    seed_everything(0)
+    shape = dict(vocab_size=50257, **T4_05)
+    generators = {"baseline": models.gpt(**shape), "hybrid rk4 ×2": models.ode_hybrid(**shape, **ODE_05, steps=2)}
+    prompt = torch.randint(0, 50257, (1, 32), generator=torch.Generator().manual_seed(0))
+    generation = [{"model": name, **generation_speed(model, prompt, n)}
+                  for name, model in generators.items() for n in (256, 1024)]
+
+    def build(method: str, steps: int) -> torch.nn.Module:
+        seed_everything(0)
+        return models.ode_hybrid(vocab_size=256, **T4_05, **ODE_05, steps=steps, sensitivity=method)
+
+    x = torch.randint(0, 256, (8, 128), generator=torch.Generator().manual_seed(0))
+    sweep = sensitivity_sweep(build, (x, x.roll(-1, 1)), Precision(torch.device("cpu"), None),
+                              methods=("direct", "adjoint", "reversible"), steps=(4, 8, 16, 32), repeats=1)
+    return {"generation": generation, "sweep": sweep.to_dict("records")}
+
+
 def _in_worker(worker: list[str], tuned_allocator: bool, options: tuple[str, ...] = ()) -> dict:
     """Run ``python -m odebook.bench [options] --worker ...`` with or without the allocator settings."""
     env = {k: v for k, v in os.environ.items() if k not in ALLOCATOR_ENV}
@@ -183,11 +214,31 @@ def bench_02(steps: int, warmup: int) -> None:
               f"{1000 * med:8.0f} {BATCH_02 * SEQ_02 / med:9.0f} {med / standard:10.2f}×")
 
 
+def bench_05() -> None:
+    print("\nstudy 05: generation at study 01's t4 shape (6 layers, d 256, GPT-2 vocabulary, batch 1, prompt 32, "
+          "greedy); tuned allocator", flush=True)
+    r = _in_worker(["05"], True)
+    print(f"{'model':16s} {'new tokens':>10s} {'cached s':>9s} {'recomputed s':>13s} {'speed-up':>9s} "
+          f"{'same tokens':>11s}")
+    for g in r["generation"]:
+        print(f"{g['model']:16s} {g['new_tokens']:10d} {g['cached_s']:9.2f} {g['recomputed_s']:13.2f} "
+              f"{g['speedup']:8.1f}× {str(g['identical_tokens']):>11s}")
+    print("\none training step of the rk4 hybrid (d 256, bytes, batch 8 × 128), by sensitivity method")
+    print(f"{'method':11s} {'steps':>5s} {'peak MiB':>9s} {'ms/step':>8s} {'NFE fwd+bwd':>12s} {'grad error':>11s}")
+    sweep = r["sweep"]
+    for row in sweep:
+        print(f"{row['method']:11s} {row['steps']:5d} {row['peak_memory_mb']:9.1f} {row['ms_per_step']:8.0f} "
+              f"{row['nfe_forward'] + row['nfe_backward']:12d} {row['grad_rel_error']:11.2g}")
+    for method in ("direct", "adjoint", "reversible"):
+        peak = {row["steps"]: row["peak_memory_mb"] for row in sweep if row["method"] == method}
+        print(f"peak-memory growth 4 → 32 steps, {method}: {peak[32] / peak[4]:.2f}×")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m odebook.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="timed steps per row")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--only", choices=("01", "delta_rule", "02"), help="run one section")
+    parser.add_argument("--only", choices=("01", "delta_rule", "02", "05"), help="run one section")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:  # one measurement, printed as JSON for the parent
@@ -195,6 +246,8 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps({"flops_per_s": matmul_flops()}))
         elif args.worker == ["02"]:
             print(json.dumps(_worker_02(args.steps, args.warmup)))
+        elif args.worker == ["05"]:
+            print(json.dumps(_worker_05()))
         else:
             model_name, flush = args.worker
             print(json.dumps(_worker(model_name, flush == "flush", args.steps, args.warmup)))
@@ -207,6 +260,9 @@ def main(argv: list[str] | None = None) -> None:
         bench_delta_rule()
     if args.only in (None, "02"):
         bench_02(args.steps, args.warmup)
+    if args.only in (None, "05"):
+        bench_05()
+
 
 if __name__ == "__main__":
     main()

@@ -20,11 +20,12 @@ from torch import nn
 from odebook.data import TokenSplits, fixed_batches, random_batches
 from odebook.flops import forward_flops
 from odebook.models import count_params, param_groups
+from odebook.nn import ODEFlowBlock
 from odebook.precision import Precision, seed_everything
 from odebook.stats import mean_ci, welch
 from odebook.train import History, TrainConfig, evaluate, train
 
-__all__ = ["Run", "run_seeds", "summarize", "compare_to", "loss_at_depth", "WARMUP_STEPS"]
+__all__ = ["Run", "run_seeds", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "WARMUP_STEPS"]
 
 WARMUP_STEPS = 5  # step times of the first steps (allocator, caches) are left out of ms/step
 
@@ -113,3 +114,17 @@ def loss_at_depth(run: Run, steps: int, batches: Sequence, precision: Precision)
         return evaluate(run.module, batches, precision)
     finally:
         stack.steps = trained
+
+
+def loss_with_solver(model: nn.Module, solver: str, steps: int, batches: Sequence, precision: Precision) -> float:
+    """Held-out loss of a trained ODE hybrid with its flow re-solved by ``solver`` in ``steps`` fixed-grid steps
+    (dopri5 ignores ``steps``), then restored."""
+    blocks = [m for m in model.modules() if isinstance(m, ODEFlowBlock)]
+    trained = [(b.solver, b.steps) for b in blocks]
+    for b in blocks:
+        b.solver, b.steps = solver, steps
+    try:
+        return evaluate(model, batches, precision)
+    finally:
+        for b, (s, n) in zip(blocks, trained):
+            b.solver, b.steps = s, n

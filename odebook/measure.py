@@ -140,9 +140,10 @@ def sensitivity_sweep(build: Callable[[str, int], nn.Module], batch: tuple[torch
 
 def generation_speed(model: LM, prompt: torch.Tensor, n_new: int) -> dict:
     """Greedy generation of ``n_new`` tokens after ``prompt`` [B, T], with the KV cache and by recomputation:
-    seconds of each, the speed-up, and whether the tokens are identical."""
+    seconds of each (after a warm-up of a few tokens), the speed-up, and whether the tokens are identical."""
     out, seconds = {}, {}
     for cache in (True, False):
+        generate(model, prompt, 4, temperature=0, cache=cache)  # warm-up: first-call allocations and caches
         synchronize(prompt.device)
         t0 = time.perf_counter()
         out[cache] = generate(model, prompt, n_new, temperature=0, cache=cache)

@@ -15,10 +15,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, KVCache, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
-from odebook.nn.ode import FIXED_GRID
 from odebook.nn.attention import CausalSelfAttention, MixerBlock, SlidingWindowAttention
 from odebook.nn.gdn import GatedDeltaNet
 from odebook.nn.hybrid import StateReadAttention
+from odebook.nn.ode import FIXED_GRID
 
 __all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation", "gdn_diagnostics", "generate", "cache_problem", "lm_loss", "param_groups", "count_params"]
 
@@ -214,7 +214,7 @@ def generate(model: LM, idx: torch.Tensor, n_new: int, *, temperature: float = 1
                                        f"{idx.shape[1]} + {n_new} tokens exceed max_seq_len = {model.max_seq_len}")
     if cache and problem:
         raise ValueError(f"cannot generate with a KV cache: {problem}")
-    kv = KVCache(model.max_seq_len) if (cache is None and not problem) or cache else None
+    kv = None if cache is False or problem else KVCache(model.max_seq_len)
     h = model.hidden(idx[:, -model.max_seq_len:], cache=kv)[:, -1]
     for i in range(n_new):
         logits = model.logits(h).float()

@@ -52,3 +52,20 @@ def test_dopri5_evaluations_are_counted_and_generation_speed_compares_identical_
     result = generation_speed(build("direct", 2), torch.zeros(1, 4, dtype=torch.long), 12)
     assert result["identical_tokens"] and result["new_tokens"] == 12
     assert result["speedup"] == pytest.approx(result["recomputed_s"] / result["cached_s"])
+
+
+def test_loss_with_solver_re_solves_the_flow_and_restores_it():
+    from odebook.data import fixed_batches
+    from odebook.experiment import loss_with_solver
+    from odebook.train import evaluate
+
+    model = build("direct", 2)
+    with torch.no_grad():
+        for p in model.parameters():  # a flow far from the identity, so the integrators disagree
+            p.add_(0.3 * torch.randn_like(p))
+    batches = fixed_batches(torch.randint(0, 40, (500,), generator=torch.Generator().manual_seed(0)), 2, 2, 16)
+    trained = evaluate(model, batches, CPU)
+    assert loss_with_solver(model, "midpoint", 2, batches, CPU) == trained
+    assert loss_with_solver(model, "euler", 1, batches, CPU) != trained
+    block = model.blocks[1]
+    assert (block.solver, block.steps) == ("midpoint", 2) and evaluate(model, batches, CPU) == trained

@@ -98,3 +98,29 @@ def test_time_indexed_parameters_are_checked_too():
         TimeIndexedParams.from_mapping({"seq_len": 256}, "p.yaml")
     with pytest.raises(ParamError, match="each model at most once"):
         TimeIndexedParams.from_mapping({"models": ["tong", "tong"]}, "p.yaml")
+
+
+def test_ode_solver_parameters_are_checked_together():
+    from odebook.params import ODESolverParams
+
+    with pytest.raises(ParamError) as info:
+        ODESolverParams.from_mapping({"nfe_budget": 6, "generation_solver": "euler", "integrators": ["rk4", "dopri5"],
+                                      "sensitivities": ["adjoint"], "sweep_steps": [4, 4], "max_seq_len": 512,
+                                      "ode_layers": [5, 6], "sensitivity": "backsolve"}, "05.yaml")
+    msg = str(info.value)
+    assert msg.startswith("05.yaml: invalid parameters for 05_ode_solvers")
+    assert "key 'sensitivity' = 'backsolve': must be one of 'direct', 'adjoint', 'reversible'" in msg
+    with pytest.raises(ParamError) as info:
+        ODESolverParams.from_mapping({"nfe_budget": 6, "generation_solver": "euler", "integrators": ["rk4", "dopri5"],
+                                      "sensitivities": ["adjoint"], "sweep_steps": [4, 4], "max_seq_len": 512,
+                                      "ode_layers": [5, 6]}, "05.yaml")
+    msg = str(info.value)
+    for expected in ["key 'nfe_budget' = 6: must be a multiple of 4",
+                     "key 'generation_solver' = 'euler': must be one of integrators",
+                     "key 'sensitivities' = ['adjoint']: must include 'direct'",
+                     "key 'sweep_steps' = [4, 4]: needs at least two different step counts",
+                     "key 'max_seq_len' = 512: generation needs prompt_tokens + the longest generation = 1056",
+                     "key 'ode_layers' = [5, 6]: layers must lie in 0..5"]:
+        assert expected in msg
+    with pytest.raises(ParamError, match="'reversible': steps back on a fixed grid"):
+        ODESolverParams.from_mapping({"sensitivity": "reversible"}, "05.yaml")

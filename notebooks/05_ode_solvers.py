@@ -108,7 +108,7 @@ from odebook.experiment import loss_with_solver, run_seeds, summarize
 from odebook.measure import generation_speed, nfe_per_forward, sensitivity_sweep
 from odebook.nn.ode import STAGES
 from odebook.params import ODESolverParams
-from odebook.precision import precision_for, resolve_device, seed_everything
+from odebook.precision import precision_for, resolve_device
 from odebook.stats import claim_lower
 from odebook.train import TrainConfig
 

@@ -22,14 +22,33 @@ from odebook.nn.ode import FIXED_GRID
 
 __all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation", "gdn_diagnostics", "generate", "cache_problem", "lm_loss", "param_groups", "count_params"]
 
-HEAD_MULTIPLE = 64  # the head's rows are padded to a multiple of this: 50,257 → 50,304 runs the matmul ~1.5× faster
+HEAD_MULTIPLE = 64  # the head's outputs are padded to a multiple of this: 50,257 → 50,304 runs ~1.5× faster
+
+
+class Head(nn.Module):
+    """The output projection d → vocab without bias, its weight stored as [d, padded vocab] and applied as h @ W.
+
+    ``vocab_size`` is rounded up to HEAD_MULTIPLE columns for matmul speed and the logits are cut back, so the spare
+    columns never affect the output (nor receive a gradient). The [d, vocab] layout (rather than nn.Linear's
+    [vocab, d]) makes the one-row product of a decoding step ~2.7× faster on the CPU (GPT-2 head: 1.9 vs 5.2 ms)
+    and a training step's head no slower (fwd + bwd at 2048 rows: 0.99 vs 1.16 s)."""
+
+    def __init__(self, d_model: int, vocab_size: int):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.weight = nn.Parameter(torch.empty(d_model, -(-vocab_size // HEAD_MULTIPLE) * HEAD_MULTIPLE))
+
+    @property
+    def n_spare_params(self) -> int:
+        return (self.weight.shape[1] - self.vocab_size) * self.weight.shape[0]
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return (h @ self.weight)[..., : self.vocab_size]
 
 
 class LM(nn.Module):
-    """Token + learned positional embeddings → blocks → final LayerNorm → untied linear head.
-
-    The head has ``vocab_size`` rounded up to HEAD_MULTIPLE rows for matmul speed; the logits are cut back to
-    ``vocab_size``, so the spare rows never affect the output (nor receive a gradient) and are not counted."""
+    """Token + learned positional embeddings → blocks → final LayerNorm → untied linear head (``Head``; its spare
+    padding columns are not counted as parameters)."""
 
     def __init__(self, *, vocab_size: int, d_model: int, max_seq_len: int, blocks: Iterable[nn.Module],
                  dropout: float = 0.0):
@@ -40,9 +59,8 @@ class LM(nn.Module):
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(blocks)
         self.ln_f = nn.LayerNorm(d_model)
-        padded = -(-vocab_size // HEAD_MULTIPLE) * HEAD_MULTIPLE
-        self.head = nn.Linear(d_model, padded, bias=False)
-        self.n_spare_params = (padded - vocab_size) * d_model
+        self.head = Head(d_model, vocab_size)
+        self.n_spare_params = self.head.n_spare_params
         self.apply(_init_weights)
 
     def forward(self, idx: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
@@ -68,12 +86,12 @@ class LM(nn.Module):
         return self.ln_f(x)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
-        """Head of the features ``h`` [..., d] → logits [..., vocab] (the padding rows cut off)."""
-        return self.head(h)[..., : self.vocab_size]
+        """Head of the features ``h`` [..., d] → logits [..., vocab]."""
+        return self.head(h)
 
 
 def _init_weights(module: nn.Module) -> None:
-    if isinstance(module, (nn.Linear, nn.Embedding)):
+    if isinstance(module, (nn.Linear, nn.Embedding, Head)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:
         nn.init.zeros_(module.bias)

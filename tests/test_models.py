@@ -65,15 +65,15 @@ def test_parameter_counts_match_the_formula():
 
 
 def test_padded_head_leaves_the_distribution_unchanged():
-    model = models.gpt(**SHAPE)  # V = 61 → 64 head rows
-    assert model.head.weight.shape[0] == 64 and model.n_spare_params == 3 * D
+    model = models.gpt(**SHAPE)  # V = 61 → 64 head columns
+    assert model.head.weight.shape == (D, 64) and model.n_spare_params == 3 * D
     x = torch.randint(0, V, (2, T))
     logits = model(x)
     assert logits.shape == (2, T, V)
     torch.testing.assert_close(logits, (model.ln_f(model.blocks[-1](  # the same as a head of exactly V rows
-        _hidden_before_last(model, x))) @ model.head.weight[:V].T))
+        _hidden_before_last(model, x))) @ model.head.weight[:, :V]))
     models.lm_loss(model, (x, x)).backward()
-    assert model.head.weight.grad[V:].abs().sum() == 0  # spare rows get no gradient
+    assert model.head.weight.grad[:, V:].abs().sum() == 0  # spare columns get no gradient
 
 
 def _hidden_before_last(model, x):

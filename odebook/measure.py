@@ -87,10 +87,12 @@ def _nfe(model: nn.Module) -> int:
 @torch.no_grad()
 def nfe_per_forward(model: nn.Module, x: torch.Tensor, precision: Precision) -> int:
     """Vector-field evaluations of one forward pass of ``model`` on ``x`` (what dopri5 chose for this input)."""
+    was_training = model.training
     model.eval()
     _reset_nfe(model)
     with precision.autocast():
         model(x)
+    model.train(was_training)
     return _nfe(model)
 
 

@@ -124,8 +124,7 @@ print(f"hybrid: layers {p.ode_layers} → one ODE flow block, {p.solver}"
 # one fixed set of validation batches, and the test split is scored once at the end.
 
 # %%
-config = TrainConfig(steps=p.steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
-                     eval_interval=p.eval_interval)
+config = TrainConfig.from_params(p)
 runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
                  batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
                  log_dir=report.tensorboard_dir(out, p, "runs"))

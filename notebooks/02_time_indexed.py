@@ -122,8 +122,7 @@ print(splits.description)
 shape = dict(vocab_size=splits.vocab_size, d_model=p.d_model, n_head=p.n_head, n_layer=p.n_layer,
              max_seq_len=p.max_seq_len, n_freq=p.n_freq, d_emb=p.d_emb, gate_width=p.gate_width, d_state=p.d_state)
 builders = {name: functools.partial(time_indexed, name, **shape) for name in p.models}
-config = TrainConfig(steps=p.steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
-                     eval_interval=p.eval_interval)
+config = TrainConfig.from_params(p)
 runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
                  batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
                  log_dir=report.tensorboard_dir(out, p, "runs"))

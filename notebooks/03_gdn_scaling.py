@@ -141,9 +141,8 @@ for seed in range(p.seed, p.seed + p.n_seeds):
         seed_everything(seed)
         model = gdn_model(d, layers).to(precision.device)
         hist = train(model, tasks.curriculum_batches(tok, p.niah_batch_size, seed, stages), niah_valid,
-                     TrainConfig(steps=p.niah_steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
-                                 eval_interval=p.eval_interval),
-                     precision, groups=param_groups(model), desc=f"NIAH d{d}×{layers} seed {seed}",
+                     TrainConfig.from_params(p, steps=p.niah_steps), precision, groups=param_groups(model),
+                     desc=f"NIAH d{d}×{layers} seed {seed}",
                      log_dir=report.tensorboard_dir(out, p, f"niah_d{d}x{layers}_seed{seed}"))
         scores = {name: tasks.score(model, exs, tok, precision.device) for name, exs in eval_sets.items()}
         with state_ablation(model):
@@ -188,8 +187,7 @@ display(by_position.round(3))
 splits = data.tokenize(data.load_corpus(p.corpus), tok)
 print(splits.description)
 builders = {f"d{d}×{layers}": functools.partial(gdn_model, d, layers) for d, layers in sizes}
-config = TrainConfig(steps=p.steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
-                     eval_interval=p.eval_interval)
+config = TrainConfig.from_params(p)
 lm_runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
                     batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
                     log_dir=report.tensorboard_dir(out, p, "lm"))

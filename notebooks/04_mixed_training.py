@@ -143,10 +143,8 @@ for seed in range(p.seed, p.seed + p.n_seeds):
             seed_everything(seed)
             model = pattern_lm(p.pattern, vocab_size=tok.vocab_size, d_model=p.d_model, n_head=p.n_head,
                                max_seq_len=p.max_seq_len, window=p.window, state_read=True, **bottleneck(bn))
-            hist = train(model, iter(batches(regime, seed)), valid_batches,
-                         TrainConfig(steps=p.steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
-                                     eval_interval=p.eval_interval),
-                         precision, groups=param_groups(model), desc=f"{bn} · {regime} · seed {seed}",
+            hist = train(model, iter(batches(regime, seed)), valid_batches, TrainConfig.from_params(p), precision,
+                         groups=param_groups(model), desc=f"{bn} · {regime} · seed {seed}",
                          loss_fn=mixed_loss if regime == "mixed" else lm_loss, eval_loss_fn=lm_loss,
                          log_dir=report.tensorboard_dir(out, p, f"{bn}_{regime}_seed{seed}"))
             ppl = math.exp(evaluate(model, valid_batches, precision))

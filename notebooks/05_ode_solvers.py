@@ -144,8 +144,7 @@ def hybrid(solver, steps=1, sensitivity=p.sensitivity):
 steps_of = {s: p.nfe_budget // STAGES[s] if s in STAGES else None for s in p.integrators}
 builders = {"baseline": lambda: models.gpt(**shape),
             **{s: (lambda s=s: hybrid(s, steps_of[s] or 1)) for s in p.integrators}}
-config = TrainConfig(steps=p.steps, lr=p.lr, weight_decay=p.weight_decay, grad_clip=p.grad_clip,
-                     eval_interval=p.eval_interval)
+config = TrainConfig.from_params(p)
 runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
                  batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
                  log_dir=report.tensorboard_dir(out, p, "runs"))

@@ -137,7 +137,7 @@ def delta_rule_times(T: int, repeats: int) -> dict[str, float]:
     return out
 
 
-T4_05 = dict(d_model=256, n_layer=6, n_head=4, max_seq_len=1088)
+T4_05 = {**T4_SHAPE, "max_seq_len": 1088, "dropout": 0.0}  # study 01's shape with room for 32 + 1024 tokens
 ODE_05 = dict(ode_layers=[2, 3], solver="rk4")
 
 
@@ -147,15 +147,14 @@ def _worker_05() -> dict:
 
     torch.set_flush_denormal(True)
     seed_everything(0)
-    shape = dict(vocab_size=50257, **T4_05)
-    generators = {"baseline": models.gpt(**shape), "hybrid rk4 ×2": models.ode_hybrid(**shape, **ODE_05, steps=2)}
+    generators = {"baseline": models.gpt(**T4_05), "hybrid rk4 ×2": models.ode_hybrid(**T4_05, **ODE_05, steps=2)}
     prompt = torch.randint(0, 50257, (1, 32), generator=torch.Generator().manual_seed(0))
     generation = [{"model": name, **generation_speed(model, prompt, n)}
                   for name, model in generators.items() for n in (256, 1024)]
 
     def build(method: str, steps: int) -> torch.nn.Module:
         seed_everything(0)
-        return models.ode_hybrid(vocab_size=256, **T4_05, **ODE_05, steps=steps, sensitivity=method)
+        return models.ode_hybrid(**{**T4_05, "vocab_size": 256}, **ODE_05, steps=steps, sensitivity=method)
 
     x = torch.randint(0, 256, (8, 128), generator=torch.Generator().manual_seed(0))
     sweep = sensitivity_sweep(build, (x, x.roll(-1, 1)), Precision(torch.device("cpu"), None),

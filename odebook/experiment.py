@@ -19,8 +19,7 @@ from torch import nn
 
 from odebook.data import TokenSplits, fixed_batches, random_batches
 from odebook.flops import forward_flops
-from odebook.models import count_params, param_groups
-from odebook.nn import ODEFlowBlock
+from odebook.models import count_params, ode_blocks, param_groups
 from odebook.precision import Precision, seed_everything
 from odebook.stats import mean_ci, welch
 from odebook.train import History, TrainConfig, evaluate, train
@@ -119,7 +118,7 @@ def loss_at_depth(run: Run, steps: int, batches: Sequence, precision: Precision)
 def loss_with_solver(model: nn.Module, solver: str, steps: int, batches: Sequence, precision: Precision) -> float:
     """Held-out loss of a trained ODE hybrid with its flow re-solved by ``solver`` in ``steps`` fixed-grid steps
     (dopri5 ignores ``steps``), then restored."""
-    blocks = [m for m in model.modules() if isinstance(m, ODEFlowBlock)]
+    blocks = ode_blocks(model)
     trained = [(b.solver, b.steps) for b in blocks]
     for b in blocks:
         b.solver, b.steps = solver, steps

@@ -20,8 +20,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from odebook.models import LM, generate, lm_loss
-from odebook.nn import ODEFlowBlock
+from odebook.models import LM, generate, lm_loss, ode_blocks
 from odebook.precision import Precision, synchronize
 
 __all__ = ["peak_memory", "gradient", "relative_error", "nfe_per_forward", "sensitivity_sweep", "generation_speed"]
@@ -71,17 +70,13 @@ def relative_error(a: torch.Tensor, reference: torch.Tensor) -> float:
     return ((a - reference).norm() / reference.norm()).item()
 
 
-def _ode_blocks(model: nn.Module) -> list[ODEFlowBlock]:
-    return [m for m in model.modules() if isinstance(m, ODEFlowBlock)]
-
-
 def _reset_nfe(model: nn.Module) -> None:
-    for block in _ode_blocks(model):
+    for block in ode_blocks(model):
         block.field.nfe = 0
 
 
 def _nfe(model: nn.Module) -> int:
-    return sum(block.field.nfe for block in _ode_blocks(model))
+    return sum(block.field.nfe for block in ode_blocks(model))
 
 
 @torch.no_grad()
@@ -111,19 +106,17 @@ def sensitivity_sweep(build: Callable[[str, int], nn.Module], batch: tuple[torch
         for method in sorted(methods, key=lambda m: m != "direct"):  # direct first: it is the reference
             model = build(method, n).to(precision.device).train()
 
-            def step():
+            def step() -> tuple[int, int]:
+                """One training step; returns the vector-field evaluations of its forward and backward pass."""
                 model.zero_grad(set_to_none=True)
+                _reset_nfe(model)
                 with precision.autocast():
                     loss = lm_loss(model, (x, y))
+                forward = _nfe(model)
                 loss.backward()
+                return forward, _nfe(model) - forward
 
-            _reset_nfe(model)
-            with precision.autocast():
-                loss = lm_loss(model, (x, y))
-            nfe_forward = _nfe(model)
-            model.zero_grad(set_to_none=True)
-            loss.backward()
-            nfe_backward = _nfe(model) - nfe_forward
+            nfe_forward, nfe_backward = step()  # also the warm-up
             grad = gradient(model)
             reference = grad if method == "direct" else reference
             times = []

@@ -20,7 +20,7 @@ from odebook.nn.gdn import GatedDeltaNet
 from odebook.nn.hybrid import StateReadAttention
 from odebook.nn.ode import FIXED_GRID
 
-__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation", "gdn_diagnostics", "generate", "cache_problem", "lm_loss", "param_groups", "count_params"]
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params"]
 
 HEAD_MULTIPLE = 64  # the head's outputs are padded to a multiple of this: 50,257 → 50,304 runs ~1.5× faster
 
@@ -206,6 +206,11 @@ def gdn_diagnostics(model: nn.Module) -> list[dict[str, float]]:
     retrieval norms (state-reading attention)."""
     return [{k: float(v) for k, v in m.last.items() if k != "state"}
             for m in model.modules() if isinstance(m, (GatedDeltaNet, StateReadAttention)) and m.last]
+
+
+def ode_blocks(model: nn.Module) -> list[ODEFlowBlock]:
+    """Every ODE flow block inside ``model``."""
+    return [m for m in model.modules() if isinstance(m, ODEFlowBlock)]
 
 
 def cache_problem(model: LM) -> str | None:

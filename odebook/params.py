@@ -197,8 +197,42 @@ class LMParams(Params):
         return errors + _data_problems(self.corpus, self.tokenizer)
 
 
+SOLVER_CHOICES = ("euler", "midpoint", "rk4", "dopri5")
+FIXED_GRID_SOLVERS = ("euler", "midpoint", "rk4")
+SENSITIVITY_CHOICES = ("direct", "adjoint", "reversible")
+
+
 @dataclasses.dataclass
-class GradientFlowParams(LMParams):
+class ODEHybridParams(LMParams):
+    """Fields and checks of the studies that train the ODE hybrid (a GPT whose consecutive layers ``ode_layers``
+    are replaced by one ODE flow block); studies add their solver fields and override defaults."""
+
+    n_layer: int = spec(6, ge=1, le=48)
+    d_model: int = spec(256, ge=8)
+    ode_layers: list[int] = spec([2, 3], ge=0, help="consecutive 0-based layers replaced by one ODE flow block")
+    sensitivity: str = spec("direct", choices=SENSITIVITY_CHOICES,
+                            help="gradients: backpropagation through the solver, torchdiffeq's adjoint, or reversible "
+                                 "(fixed-grid solvers only)")
+    rtol: float = spec(1e-3, gt=0.0, help="dopri5 tolerances")
+    atol: float = spec(1e-4, gt=0.0)
+    control_dim: int = spec(4, ge=1)
+    alpha_init: float = spec(0.1, help="initial value of the learned output scale of the vector field")
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks()
+        layers = self.ode_layers
+        if not layers:
+            errors.append("key 'ode_layers' = []: must name at least one layer")
+        elif layers != list(range(layers[0], layers[0] + len(layers))):
+            errors.append(f"key 'ode_layers' = {layers}: must be consecutive and increasing, e.g. [2, 3]")
+        elif layers[-1] >= self.n_layer:
+            errors.append(f"key 'ode_layers' = {layers}: layers must lie in 0..{self.n_layer - 1} "
+                          f"(n_layer = {self.n_layer})")
+        return errors
+
+
+@dataclasses.dataclass
+class GradientFlowParams(ODEHybridParams):
     """Study 01: a GPT baseline against the same GPT with a block of layers replaced by a neural-ODE flow.
 
     Defaults are the source's configuration (the t4 profile)."""
@@ -206,39 +240,21 @@ class GradientFlowParams(LMParams):
     study: ClassVar[str] = "01_gradient_flow"
 
     n_seeds: int = spec(3, ge=1, le=20, help="independent training runs per model")
-    n_layer: int = spec(6, ge=1, le=48)
-    d_model: int = spec(256, ge=8)
     dropout: float = spec(0.1, ge=0.0, le=0.9)
-    ode_layers: list[int] = spec([2, 3], ge=0, help="consecutive 0-based layers replaced by one ODE flow block")
-    solver: str = spec("euler", choices=("euler", "midpoint", "rk4", "dopri5"))
+    solver: str = spec("euler", choices=SOLVER_CHOICES)
     ode_steps: int = spec(4, ge=1, le=256, help="fixed-grid steps over t in [0, 1] (ignored by dopri5)")
-    sensitivity: str = spec("direct", choices=("direct", "adjoint", "reversible"),
-                            help="gradients: backpropagation through the solver, torchdiffeq's adjoint, or reversible")
-    rtol: float = spec(1e-3, gt=0.0, help="dopri5 tolerances")
-    atol: float = spec(1e-4, gt=0.0)
-    control_dim: int = spec(4, ge=1)
-    alpha_init: float = spec(0.1, help="initial value of the learned output scale of the vector field")
     control_scales: list[float] = spec([0.0, 0.5, 1.0, 2.0, 4.0], ge=0.0, help="scales for the control check")
 
     def cross_checks(self) -> list[str]:
-        return super().cross_checks() + _ode_layer_problems(self.ode_layers, self.n_layer)
-
-
-def _ode_layer_problems(layers: list[int], n_layer: int) -> list[str]:
-    if not layers:
-        return ["key 'ode_layers' = []: must name at least one layer"]
-    if layers != list(range(layers[0], layers[0] + len(layers))):
-        return [f"key 'ode_layers' = {layers}: must be consecutive and increasing, e.g. [2, 3]"]
-    if layers[-1] >= n_layer:
-        return [f"key 'ode_layers' = {layers}: layers must lie in 0..{n_layer - 1} (n_layer = {n_layer})"]
-    return []
-
-
-FIXED_GRID_SOLVERS = ("euler", "midpoint", "rk4")
+        errors = super().cross_checks()
+        if self.sensitivity == "reversible" and self.solver not in FIXED_GRID_SOLVERS:
+            errors.append(f"key 'sensitivity' = 'reversible': steps back on a fixed grid; solver {self.solver!r} is "
+                          "adaptive")
+        return errors
 
 
 @dataclasses.dataclass
-class ODESolverParams(LMParams):
+class ODESolverParams(ODEHybridParams):
     """Study 05: what adjoint sensitivities, integrator choice, reversibility and KV caching buy in memory, speed
     and accuracy, on the study-01 hybrid (a GPT with consecutive layers replaced by one ODE flow block).
 
@@ -247,24 +263,14 @@ class ODESolverParams(LMParams):
     study: ClassVar[str] = "05_ode_solvers"
 
     n_seeds: int = spec(3, ge=1, le=20, help="training runs per integrator")
-    n_layer: int = spec(6, ge=1, le=48)
-    d_model: int = spec(256, ge=8)
     seq_len: int = spec(128, ge=2, help="training and evaluation context")
     max_seq_len: int = spec(1088, ge=2, help="positional table; must hold prompt + the longest generation")
-    ode_layers: list[int] = spec([2, 3], ge=0, help="consecutive 0-based layers replaced by one ODE flow block")
-    control_dim: int = spec(4, ge=1)
-    alpha_init: float = spec(0.1, help="initial value of the learned output scale of the vector field")
-    integrators: list[str] = spec(["euler", "midpoint", "rk4", "dopri5"], choices=("euler", "midpoint", "rk4",
-                                                                                   "dopri5"))
+    integrators: list[str] = spec(list(SOLVER_CHOICES), choices=SOLVER_CHOICES)
     nfe_budget: int = spec(8, ge=4, help="vector-field evaluations per forward of every fixed-grid integrator: "
                                          "euler takes nfe_budget steps, midpoint nfe_budget/2, rk4 nfe_budget/4")
-    rtol: float = spec(1e-3, gt=0.0, help="dopri5 tolerances")
-    atol: float = spec(1e-4, gt=0.0)
-    sensitivity: str = spec("direct", choices=("direct", "adjoint", "reversible"),
-                            help="gradients of the integrator runs (reversible needs a fixed grid)")
     sweep_solver: str = spec("rk4", choices=FIXED_GRID_SOLVERS, help="integrator of the sensitivity sweep")
     sweep_steps: list[int] = spec([4, 8, 16, 32], ge=1, help="numbers of steps of the sensitivity sweep")
-    sensitivities: list[str] = spec(["direct", "adjoint", "reversible"], choices=("direct", "adjoint", "reversible"))
+    sensitivities: list[str] = spec(list(SENSITIVITY_CHOICES), choices=SENSITIVITY_CHOICES)
     timing_repeats: int = spec(3, ge=1, help="timed training steps per sweep point (after one warm-up)")
     memory_growth_limit: float = spec(1.2, gt=1.0, help="peak-memory growth over the sweep that counts as O(1)")
     generation_solver: str = spec("rk4", choices=FIXED_GRID_SOLVERS, help="the hybrid that generates text")
@@ -278,7 +284,7 @@ class ODESolverParams(LMParams):
     alpha: float = spec(0.05, gt=0.0, le=0.5, help="significance level of the verdicts")
 
     def cross_checks(self) -> list[str]:
-        errors = super().cross_checks() + _ode_layer_problems(self.ode_layers, self.n_layer)
+        errors = super().cross_checks()
         if any(s in self.integrators for s in FIXED_GRID_SOLVERS) and self.nfe_budget % 4:
             errors.append(f"key 'nfe_budget' = {self.nfe_budget}: must be a multiple of 4 (rk4 has 4 stages, "
                           "midpoint 2)")

@@ -35,6 +35,12 @@ class TrainConfig:
     grad_clip: float = 1.0
     eval_interval: int = 50
 
+    @classmethod
+    def from_params(cls, params, *, steps: int | None = None) -> "TrainConfig":
+        """The optimisation settings of a study's parameters (odebook.params.LMParams); ``steps`` overrides theirs."""
+        return cls(steps=params.steps if steps is None else steps, lr=params.lr, weight_decay=params.weight_decay,
+                   grad_clip=params.grad_clip, eval_interval=params.eval_interval)
+
 
 @dataclass
 class History:

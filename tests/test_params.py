@@ -124,3 +124,8 @@ def test_ode_solver_parameters_are_checked_together():
         assert expected in msg
     with pytest.raises(ParamError, match="'reversible': steps back on a fixed grid"):
         ODESolverParams.from_mapping({"sensitivity": "reversible"}, "05.yaml")
+
+
+def test_reversible_gradients_with_an_adaptive_solver_are_refused_before_any_compute():
+    with pytest.raises(ParamError, match="'reversible': steps back on a fixed grid; solver 'dopri5' is adaptive"):
+        GradientFlowParams.from_mapping({"sensitivity": "reversible", "solver": "dopri5"}, "01.yaml")

@@ -115,3 +115,12 @@ def test_evaluation_can_use_its_own_loss():
           TrainConfig(steps=4, lr=1e-3, eval_interval=2), CPU, loss_fn=counting("train"),
           eval_loss_fn=counting("eval"), progress=False)
     assert calls == {"train": 4, "eval": 4}  # 2 evaluations × 2 batches
+
+
+def test_train_config_from_parameters_takes_their_optimisation_settings():
+    from odebook.params import GradientFlowParams
+
+    p = GradientFlowParams.from_mapping({"tokenizer": "bytes", "steps": 70, "lr": 1e-3, "grad_clip": 0.5}, "p")
+    assert TrainConfig.from_params(p) == TrainConfig(steps=70, lr=1e-3, weight_decay=0.1, grad_clip=0.5,
+                                                     eval_interval=50)
+    assert TrainConfig.from_params(p, steps=9).steps == 9

@@ -26,8 +26,8 @@ setup:  ## create .venv (torch pinned first, then odebook[dev]) and register the
 run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradient_flow ..."]
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.runner --profile $(PROFILE) $(NOTEBOOKS)
 
-lab:  ## JupyterLab on notebooks/, with the CPU allocator settings the runner uses (odebook.precision.ALLOCATOR_ENV)
-	env $$($(PY) -c 'from odebook.precision import ALLOCATOR_ENV as e; print(" ".join(f"{k}={v}" for k, v in e.items()))') \
+lab:  ## JupyterLab on notebooks/, with the CPU allocator settings the runner uses (odebook.runtime.ALLOCATOR_ENV)
+	env $$($(PY) -c 'from odebook.runtime import ALLOCATOR_ENV as e; print(" ".join(f"{k}={v}" for k, v in e.items()))') \
 		$(VENV)/bin/jupyter lab notebooks
 
 test:  ## unit tests, notebook pairing, smoke execution of every notebook

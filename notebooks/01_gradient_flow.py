@@ -82,17 +82,13 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from odebook import data, models, plots, report
+from odebook import data, models, notebook, plots
 from odebook.experiment import run_seeds, summarize
 from odebook.params import GradientFlowParams
-from odebook.precision import precision_for, resolve_device
-from odebook.stats import at_most, mean_ci
+from odebook.stats import Verdict, decide, mean_ci
 from odebook.train import TrainConfig
 
-p = GradientFlowParams.from_namespace(globals())
-out = report.output_dir(p)
-precision = precision_for(resolve_device(p.device))
-print(f"precision: {precision}\noutputs: {out}")
+p, out, precision = notebook.start(GradientFlowParams, globals())
 
 # %% [markdown]
 # ## Data
@@ -127,7 +123,7 @@ print(f"hybrid: layers {p.ode_layers} → one ODE flow block, {p.solver}"
 config = TrainConfig.from_params(p)
 runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
                  batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
-                 log_dir=report.tensorboard_dir(out, p, "runs"))
+                 log_dir=notebook.tensorboard_dir(out, p, "runs"))
 
 # %% [markdown]
 # ## Results
@@ -159,7 +155,7 @@ ax_ode.axhline(ode_mean, color="k", linestyle=":", label=f"mean {ode_mean:.3g}")
 ax_ode.legend()
 ax_ode.set(title="ODE-block gradient norm")
 fig.tight_layout()
-report.save_figure(fig, out, "loss_and_gradients")
+notebook.save_figure(fig, out, "loss_and_gradients")
 
 # %% [markdown]
 # ## Control-signal check
@@ -188,7 +184,7 @@ finite_nonvanishing = bool(total.finite.all() and (total.vanishing == 0).all())
 ode_ok = bool(ode.finite.all() and (ode.vanishing == 0).all() and (ode.exploding == 0).all())
 verdicts = {
     "gradients finite and non-vanishing (both models, every step)": "held" if finite_nonvanishing else "not held",
-    "hybrid final held-out loss within 10 % of baseline": at_most(ratio, 1.10),
+    "hybrid final held-out loss within 10 % of baseline": decide(ratio, 1.10, claim="below"),
     "ODE-block gradients well behaved (finite, none < 1e-6 or > 100)": "held" if ode_ok else "not held",
 }
 lines = [f"- **{claim}**: {v}" for claim, v in verdicts.items()]
@@ -201,10 +197,8 @@ headline = {
     **{f"{m} val ppl": table.loc[m, "val_ppl"] for m in table.index},
     "hybrid/baseline loss": ratio.mean,
     "hybrid/baseline time": table.loc["hybrid", "ms_per_step"] / table.loc["baseline", "ms_per_step"],
-    **{f"verdict: {k}": v for k, v in verdicts.items()},
 }
-report.save_results(out, headline, data=splits.description, precision=str(precision), parameters=p.to_dict(),
+notebook.save_results(out, headline, data=splits.description, precision=str(precision), parameters=p.to_dict(),
                     summary=table.reset_index().to_dict("records"), gradients=grads.to_dict("records"),
                     control=control_table.reset_index().to_dict("records"),
-                    runs=[{"model": r.model, "seed": r.seed, "params": r.n_params, "test_loss": r.test_loss,
-                           "history": r.history.to_dict()} for r in runs])
+                    verdicts=[Verdict(k, v) for k, v in verdicts.items()], runs=[r.record() for r in runs])

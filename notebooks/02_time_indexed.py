@@ -92,19 +92,15 @@ import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
-from odebook import data, plots, report
+from odebook import data, notebook, plots
 from odebook.experiment import compare_to, loss_at_depth, run_seeds, summarize
 from odebook.models import time_indexed
 from odebook.nn.modulated import modulation_curves
 from odebook.params import TimeIndexedParams
-from odebook.precision import precision_for, resolve_device
-from odebook.stats import all_of, claim_lower, mean_ci
+from odebook.stats import Verdict, all_of, claim_lower, mean_ci
 from odebook.train import TrainConfig
 
-p = TimeIndexedParams.from_namespace(globals())
-out = report.output_dir(p)
-precision = precision_for(resolve_device(p.device))
-print(f"precision: {precision}\noutputs: {out}")
+p, out, precision = notebook.start(TimeIndexedParams, globals())
 
 # %% [markdown]
 # ## Data
@@ -125,7 +121,7 @@ builders = {name: functools.partial(time_indexed, name, **shape) for name in p.m
 config = TrainConfig.from_params(p)
 runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
                  batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
-                 log_dir=report.tensorboard_dir(out, p, "runs"))
+                 log_dir=notebook.tensorboard_dir(out, p, "runs"))
 
 # %% [markdown]
 # ## Results
@@ -138,7 +134,7 @@ table = summarize(runs)
 if "standard" in table.index:
     table = table.join(compare_to(runs, "standard"))
 table["flops_per_param"] = table.gflops_per_forward * 1e9 / table.params
-report.save_table(table, out, "results_table")
+notebook.save_table(table, out, "results_table")
 display(table.round(4))
 
 # %%
@@ -156,12 +152,12 @@ for ax in (ax_p, ax_t):
     ax.grid(alpha=0.3)
 ax_t.legend(fontsize=8)
 fig.tight_layout()
-report.save_figure(fig, out, "loss_vs_params_and_time")
+notebook.save_figure(fig, out, "loss_vs_params_and_time")
 
 fig, (ax,) = plots.figure(1, width=7)
 plots.plot_over_steps(ax, runs, lambda r: (r.history.eval_step, r.history.eval_loss))
 ax.set(title="validation loss during training (range over seeds shaded)", ylabel="loss")
-report.save_figure(fig, out, "validation_curves")
+notebook.save_figure(fig, out, "validation_curves")
 
 # %% [markdown]
 # ## Learned modulation m(t)
@@ -183,7 +179,7 @@ for ax, name in zip(axes, gated):
     ax.set(title=name, xlabel="t", ylim=(0, 1))
     ax.legend(fontsize=6)
 fig.tight_layout()
-report.save_figure(fig, out, "modulation_curves")
+notebook.save_figure(fig, out, "modulation_curves")
 
 # %% [markdown]
 # ## Re-discretisation
@@ -206,7 +202,7 @@ if len(redisc):
     ax.set(xscale="log", xlabel="depth steps", ylabel="validation loss", title="re-discretisation")
     ax.legend()
     ax.grid(alpha=0.3)
-    report.save_figure(fig, out, "rediscretisation")
+    notebook.save_figure(fig, out, "rediscretisation")
 
 # %% [markdown]
 # ## Verdicts
@@ -234,12 +230,10 @@ verdicts = {
 display(Markdown("\n".join(f"- **{claim}**: {v} ({evidence})" for claim, (v, evidence) in verdicts.items())))
 
 # %%
-report.save_results(
+notebook.save_results(
     out,
-    headline={**{f"{m} val loss": table.loc[m, "val_loss"] for m in table.index},
-              **{f"verdict: {k}": v for k, (v, _) in verdicts.items()}},
+    headline={**{f"{m} val loss": table.loc[m, "val_loss"] for m in table.index}},
     data=splits.description, precision=str(precision), parameters=p.to_dict(),
     summary=table.reset_index().to_dict("records"), rediscretisation=redisc.to_dict("records"),
-    verdicts={k: {"verdict": v, "evidence": e} for k, (v, e) in verdicts.items()},
-    runs=[{"model": r.model, "seed": r.seed, "params": r.n_params, "test_loss": r.test_loss,
-           "history": r.history.to_dict()} for r in runs])
+    verdicts=[Verdict(k, v, e) for k, (v, e) in verdicts.items()],
+    runs=[r.record() for r in runs])

@@ -82,21 +82,19 @@ import torch
 import torch.nn.functional as F
 from IPython.display import Markdown, display
 
-from odebook import data, plots, report, tasks
+from odebook import data, notebook, plots, tasks
 from odebook.experiment import run_seeds, summarize
 from odebook.models import count_params, gdn_diagnostics, param_groups, pattern_lm, state_ablation
 from odebook.nn.delta_rule import gated_delta_rule, gated_delta_rule_chunked, gated_delta_rule_reference
 from odebook.params import GDNScalingParams
-from odebook.precision import precision_for, resolve_device, seed_everything
-from odebook.stats import paired_difference, power_law_fit
+from odebook.runtime import seed_everything
+from odebook.stats import Verdict, paired_difference, power_law_fit
 from odebook.train import TrainConfig, train
 
-p = GDNScalingParams.from_namespace(globals())
-out = report.output_dir(p)
-precision = precision_for(resolve_device(p.device))
+p, out, precision = notebook.start(GDNScalingParams, globals())
 tok = data.get_tokenizer(p.tokenizer)
 sizes = [(d, n) for d, n in zip(p.ladder_d, p.ladder_layers)]
-print(f"precision: {precision}\noutputs: {out}\nsizes (width, GDN layers): {sizes}; tokenizer {tok.name}")
+print(f"sizes (width, GDN layers): {sizes}; tokenizer {tok.name}")
 
 # %% [markdown]
 # ## Mechanism validation
@@ -143,7 +141,7 @@ for seed in range(p.seed, p.seed + p.n_seeds):
         hist = train(model, tasks.curriculum_batches(tok, p.niah_batch_size, seed, stages), niah_valid,
                      TrainConfig.from_params(p, steps=p.niah_steps), precision, groups=param_groups(model),
                      desc=f"NIAH d{d}×{layers} seed {seed}",
-                     log_dir=report.tensorboard_dir(out, p, f"niah_d{d}x{layers}_seed{seed}"))
+                     log_dir=notebook.tensorboard_dir(out, p, f"niah_d{d}x{layers}_seed{seed}"))
         scores = {name: tasks.score(model, exs, tok, precision.device) for name, exs in eval_sets.items()}
         with state_ablation(model):
             zeroed = tasks.score(model, eval_sets["fixed"], tok, precision.device)
@@ -161,7 +159,7 @@ for seed in range(p.seed, p.seed + p.n_seeds):
                           for ex, hit in zip(eval_sets["random position"], scores["random position"].hits)]
         del model
 niah = pd.DataFrame(niah_rows)
-report.save_table(niah.set_index(["size", "seed"]), out, "niah")
+notebook.save_table(niah.set_index(["size", "seed"]), out, "niah")
 display(niah.set_index(["size", "seed"]).iloc[:, :14].round(3))
 
 # %% [markdown]
@@ -190,11 +188,11 @@ builders = {f"d{d}×{layers}": functools.partial(gdn_model, d, layers) for d, la
 config = TrainConfig.from_params(p)
 lm_runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
                     batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
-                    log_dir=report.tensorboard_dir(out, p, "lm"))
+                    log_dir=notebook.tensorboard_dir(out, p, "lm"))
 lm = summarize(lm_runs)
 lm["non-embedding params"] = [sum(q.numel() for b in r.module.blocks for q in b.parameters())
                               for r in lm_runs if r.seed == p.seed]
-report.save_table(lm, out, "lm_ladder")
+notebook.save_table(lm, out, "lm_ladder")
 display(lm.round(4))
 
 # %%
@@ -235,7 +233,7 @@ ax_pos.legend(fontsize=8)
 for ax in (ax_acc, ax_fit, ax_pos):
     ax.grid(alpha=0.3)
 fig.tight_layout()
-report.save_figure(fig, out, "retrieval_scaling_position")
+notebook.save_figure(fig, out, "retrieval_scaling_position")
 
 # %% [markdown]
 # ## Verdicts
@@ -251,7 +249,7 @@ lines = [f"- **every implementation stores and retrieves (MSE < 0.01)**: {'held'
 display(Markdown("\n".join(lines)))
 
 # %%
-report.save_results(
+notebook.save_results(
     out,
     headline={**{f"{r['size']} acc / zeroed": f"{r['acc']:.2f} / {r['zeroed']:.2f}" for _, r in niah.iterrows()},
               "alpha": fit.alpha, "go/no-go": go},
@@ -259,4 +257,6 @@ report.save_results(
     niah=niah.to_dict("records"), by_position=by_position.reset_index().to_dict("records"),
     lm=lm.reset_index().to_dict("records"),
     fit={"a": fit.a, "alpha": fit.alpha, "c": fit.c, "alpha_low": fit.alpha_low, "alpha_high": fit.alpha_high},
-    verdicts={"mechanism": mechanism_ok, "state carries the answer": carries, "go/no-go": go})
+    verdicts=[Verdict("every implementation stores and retrieves (MSE < 0.01)", "held" if mechanism_ok else "not held"),
+              *[Verdict(f"the state carries the answer at {size}", v) for size, v in carries.items()],
+              Verdict("go/no-go on the scaling exponent", {"proceed": "held", "stop": "not held"}.get(go, "inconclusive"), f"{go} ({fit_note})")])

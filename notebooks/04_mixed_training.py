@@ -88,18 +88,15 @@ import torch
 from IPython.display import Markdown, display
 from matplotlib.patches import Patch
 
-from odebook import data, plots, report, tasks
+from odebook import data, notebook, plots, tasks
 from odebook.models import gdn_diagnostics, generate, lm_loss, param_groups, pattern_lm, state_ablation
 from odebook.params import MixedTrainingParams
-from odebook.precision import precision_for, resolve_device, seed_everything
-from odebook.stats import paired_difference
+from odebook.runtime import seed_everything
+from odebook.stats import Verdict, paired_difference
 from odebook.train import TrainConfig, evaluate, train
 
-p = MixedTrainingParams.from_namespace(globals())
-out = report.output_dir(p)
-precision = precision_for(resolve_device(p.device))
+p, out, precision = notebook.start(MixedTrainingParams, globals())
 tok = data.get_tokenizer(p.tokenizer)
-print(f"precision: {precision}\noutputs: {out}")
 
 # %% [markdown]
 # ## Data
@@ -146,7 +143,7 @@ for seed in range(p.seed, p.seed + p.n_seeds):
             hist = train(model, iter(batches(regime, seed)), valid_batches, TrainConfig.from_params(p), precision,
                          groups=param_groups(model), desc=f"{bn} · {regime} · seed {seed}",
                          loss_fn=mixed_loss if regime == "mixed" else lm_loss, eval_loss_fn=lm_loss,
-                         log_dir=report.tensorboard_dir(out, p, f"{bn}_{regime}_seed{seed}"))
+                         log_dir=notebook.tensorboard_dir(out, p, f"{bn}_{regime}_seed{seed}"))
             ppl = math.exp(evaluate(model, valid_batches, precision))
             scores = {name: tasks.score(model, exs, tok, precision.device) for name, exs in eval_sets.items()}
             with state_ablation(model):
@@ -175,7 +172,7 @@ for seed in range(p.seed, p.seed + p.n_seeds):
 
 # %%
 table = pd.DataFrame(rows)
-report.save_table(table.set_index(["configuration", "training", "seed"]), out, "ablation")
+notebook.save_table(table.set_index(["configuration", "training", "seed"]), out, "ablation")
 display(table.set_index(["configuration", "training", "seed"]).iloc[:, :13].round(3))
 positions = pd.DataFrame(position_rows).groupby(["configuration", "training", "position"]).hit.mean().unstack()
 display(positions[[c for c in ("early", "middle", "late") if c in positions]].round(3))
@@ -197,7 +194,7 @@ regime_patches = [Patch(color=f"C{i}", label=f"trained on {r}") for i, r in enum
 ax_p.legend(handles=[*regime_patches, *ax_p.get_legend_handles_labels()[0]], fontsize=8)
 ax_d.legend(handles=[*regime_patches, *ax_d.get_legend_handles_labels()[0]], fontsize=8)
 fig.tight_layout()
-report.save_figure(fig, out, "delta_and_ppl")
+notebook.save_figure(fig, out, "delta_and_ppl")
 
 # %% [markdown]
 # ## Verdicts
@@ -259,10 +256,9 @@ if key in models_by_run and p.n_samples:
     display(Markdown("\n\n".join(f"> {s}" for s in samples)))
 
 # %%
-report.save_results(
+notebook.save_results(
     out,
-    headline={**{f"{c} · {r}: PPL / Delta": f"{row.PPL:.2f} / {row.Delta:+.2f}" for (c, r), row in mean.iterrows()},
-              **{f"verdict: {k}": v for k, (v, _) in verdicts.items()}},
+    headline={**{f"{c} · {r}: PPL / Delta": f"{row.PPL:.2f} / {row.Delta:+.2f}" for (c, r), row in mean.iterrows()}},
     data=stories.description, precision=str(precision), parameters=p.to_dict(), table=table.to_dict("records"),
     positions=positions.reset_index().to_dict("records"),
-    verdicts={k: {"verdict": v, "evidence": e} for k, (v, e) in verdicts.items()}, samples=samples)
+    verdicts=[Verdict(k, v, e) for k, (v, e) in verdicts.items()], samples=samples)

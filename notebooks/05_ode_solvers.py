@@ -103,19 +103,15 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from odebook import data, models, plots, report
+from odebook import data, models, notebook, plots
 from odebook.experiment import loss_with_solver, run_seeds, summarize
 from odebook.measure import generation_speed, nfe_per_forward, sensitivity_sweep
 from odebook.nn.ode import STAGES
 from odebook.params import ODESolverParams
-from odebook.precision import precision_for, resolve_device
-from odebook.stats import claim_lower
+from odebook.stats import Verdict, claim_lower
 from odebook.train import TrainConfig
 
-p = ODESolverParams.from_namespace(globals())
-out = report.output_dir(p)
-precision = precision_for(resolve_device(p.device))
-print(f"precision: {precision}\noutputs: {out}")
+p, out, precision = notebook.start(ODESolverParams, globals())
 
 # %% [markdown]
 # ## Data
@@ -147,7 +143,7 @@ builders = {"baseline": lambda: models.gpt(**shape),
 config = TrainConfig.from_params(p)
 runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
                  batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
-                 log_dir=report.tensorboard_dir(out, p, "runs"))
+                 log_dir=notebook.tensorboard_dir(out, p, "runs"))
 
 # %%
 x_valid = data.fixed_batches(splits.valid, 1, p.batch_size, p.seq_len)[0][0].to(precision.device)
@@ -158,12 +154,12 @@ table.insert(2, "nfe_per_forward", [None if m == "baseline" else
                                     / p.n_seeds for m in table.index])
 display(table[["steps", "nfe_per_forward", "params", "val_loss", "val_loss_lo", "val_loss_hi", "test_loss",
                "ms_per_step"]].round(4))
-report.save_table(table, out, "integrators")
+notebook.save_table(table, out, "integrators")
 
 fig, (ax_loss,) = plots.figure(1, width=7)
 plots.plot_over_steps(ax_loss, runs, lambda r: (r.history.eval_step, r.history.eval_loss))
 ax_loss.set(title="held-out loss", ylabel="cross-entropy (nats/token)")
-report.save_figure(fig, out, "integrators_validation")
+notebook.save_figure(fig, out, "integrators_validation")
 
 # %% [markdown]
 # How far apart are the integrators on the same weights? The trained `generation_solver` hybrid (seed `seed`) with its
@@ -202,7 +198,7 @@ sweep = sensitivity_sweep(sweep_model, data.fixed_batches(splits.train, 1, p.bat
                           methods=p.sensitivities, steps=p.sweep_steps, repeats=p.timing_repeats)
 with pd.option_context("display.float_format", "{:.4g}".format):
     display(sweep)
-report.save_table(sweep.set_index(["steps", "method"]), out, "sensitivity_sweep")
+notebook.save_table(sweep.set_index(["steps", "method"]), out, "sensitivity_sweep")
 
 fig, axes = plots.figure(3)
 for ax, column, title in zip(axes, ["peak_memory_mb", "ms_per_step", "grad_rel_error"],
@@ -217,7 +213,7 @@ for ax, column, title in zip(axes, ["peak_memory_mb", "ms_per_step", "grad_rel_e
     ax.grid(alpha=0.3)
     ax.legend()
 fig.tight_layout()
-report.save_figure(fig, out, "sensitivity_sweep")
+notebook.save_figure(fig, out, "sensitivity_sweep")
 
 # %% [markdown]
 # ## Generation with and without the KV cache
@@ -231,7 +227,7 @@ generators = {"baseline": trained["baseline"], f"hybrid ({p.generation_solver})"
 speed = pd.DataFrame([{"model": name, **generation_speed(model, prompt, n)}
                       for name, model in generators.items() for n in p.generation_lengths])
 display(speed.round(3))
-report.save_table(speed.set_index(["model", "new_tokens"]), out, "generation_speed")
+notebook.save_table(speed.set_index(["model", "new_tokens"]), out, "generation_speed")
 
 # %% [markdown]
 # Samples (temperature `temperature`, top-`top_k`) from the trained models, continuing held-out prompts.
@@ -293,15 +289,13 @@ verdicts["KV caching is 10–100× faster"] = (
 display(Markdown("\n".join(f"- **{claim}**: {v} ({evidence})" for claim, (v, evidence) in verdicts.items())))
 
 # %%
-report.save_results(
+notebook.save_results(
     out,
     headline={**{f"{m} val loss": table.loc[m, "val_loss"] for m in table.index},
               **{f"KV speed-up {r.model} {r.new_tokens}": r.speedup for r in speed.itertuples()},
-              **{f"memory growth {m} {first}→{last}": g for m, g in growth.items()},
-              **{f"verdict: {k}": v for k, (v, _) in verdicts.items()}},
+              **{f"memory growth {m} {first}→{last}": g for m, g in growth.items()}},
     data=splits.description, precision=str(precision), parameters=p.to_dict(),
     integrators=table.reset_index().to_dict("records"), sensitivity=sweep.to_dict("records"),
     generation=speed.to_dict("records"), samples=samples,
-    verdicts={k: {"verdict": v, "evidence": e} for k, (v, e) in verdicts.items()},
-    runs=[{"model": r.model, "seed": r.seed, "params": r.n_params, "test_loss": r.test_loss,
-           "history": r.history.to_dict()} for r in runs])
+    verdicts=[Verdict(k, v, e) for k, (v, e) in verdicts.items()],
+    runs=[r.record() for r in runs])

@@ -2,7 +2,7 @@
 
 Study 01: prints the FLOP/s of a large fp32 matmul, then for the baseline and the ODE hybrid the ms per training step
 (forward, backward, clipping, AdamW) with and without denormal flushing and with and without the allocator
-settings of ``odebook.precision.ALLOCATOR_ENV``, and model-FLOPs utilisation: the model's FLOPs per step
+settings of ``odebook.runtime.ALLOCATOR_ENV``, and model-FLOPs utilisation: the model's FLOPs per step
 (torch.utils.flop_counter) per second, divided by that matmul rate. Each row runs in its own worker process, because
 glibc reads its allocator settings at process start; timings are medians over steps after warm-up.
 
@@ -38,7 +38,7 @@ from odebook.flops import count_flops
 from odebook.flops import forward_flops
 from odebook.models import count_params, lm_loss, time_indexed
 from odebook.params import TIME_INDEXED_MODELS
-from odebook.precision import ALLOCATOR_ENV, Precision, seed_everything
+from odebook.runtime import ALLOCATOR_ENV, Precision, seed_everything
 from odebook.train import TrainConfig, train
 
 __all__ = ["matmul_flops", "step_flops", "step_times", "main"]

@@ -20,7 +20,7 @@ from torch import nn
 from odebook.data import TokenSplits, fixed_batches, random_batches
 from odebook.flops import forward_flops
 from odebook.models import count_params, ode_blocks, param_groups
-from odebook.precision import Precision, seed_everything
+from odebook.runtime import Precision, seed_everything
 from odebook.stats import mean_ci, welch
 from odebook.train import History, TrainConfig, evaluate, train
 
@@ -49,6 +49,11 @@ class Run:
     @property
     def train_seconds(self) -> float:
         return sum(self.history.step_time)
+
+    def record(self) -> dict:
+        """What results.json keeps of a run: model, seed, parameter count, test loss and the whole history."""
+        return {"model": self.model, "seed": self.seed, "params": self.n_params, "test_loss": self.test_loss,
+                "history": self.history.to_dict()}
 
 
 def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits, config: TrainConfig,

@@ -21,7 +21,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from odebook.models import LM, generate, lm_loss, ode_blocks
-from odebook.precision import Precision, synchronize
+from odebook.runtime import Precision, synchronize
 
 __all__ = ["peak_memory", "gradient", "relative_error", "nfe_per_forward", "sensitivity_sweep", "generation_speed"]
 

@@ -28,7 +28,7 @@ from unittest import mock
 from pathlib import Path
 
 from odebook.params import STUDIES, ParamError, Params, load_yaml
-from odebook.precision import ALLOCATOR_ENV
+from odebook.runtime import ALLOCATOR_ENV, device_name, resolve_device
 
 __all__ = ["Book", "RunResult", "run_book", "main"]
 
@@ -117,15 +117,6 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _device() -> str:
-    import torch
-
-    if torch.cuda.is_available():
-        return f"cuda: {torch.cuda.get_device_name(0)}"
-    cpu = platform.processor() or platform.machine()
-    return f"cpu: {cpu}, {os.cpu_count()} cores, torch {torch.get_num_threads()} threads"
-
-
 def _render_html(ipynb: Path, html_path: Path, error: str) -> None:
     import nbconvert
     import nbformat
@@ -175,7 +166,7 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
         "git_commit": _git("rev-parse", "HEAD", cwd=root), "git_dirty": bool(_git("status", "--porcelain", cwd=root)),
         "parameter_file": str(book.params / profile / f"{name}.yaml"), "parameters": params.to_dict(),
-        "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": _device(), "packages": _versions(),
+        "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()), "packages": _versions(),
     }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
     if error:

@@ -1,4 +1,5 @@
-"""Statistics over seeds: means with t-intervals (scipy)."""
+"""Statistics over seeds (means with t-intervals, tests, fits; scipy) and the one rule that turns an interval into a
+verdict."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["Interval", "mean_ci", "at_most", "Comparison", "welch", "lower_is_held", "claim_lower", "all_of",
+__all__ = ["Interval", "mean_ci", "OUTCOMES", "decide", "Verdict", "Comparison", "welch", "lower_is_held", "claim_lower", "all_of",
            "paired_difference", "PowerLaw", "power_law_fit"]
 
 
@@ -40,14 +41,47 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> Interval:
     return Interval(mean, mean - half, mean + half, n)
 
 
-def at_most(interval: Interval, limit: float) -> str:
-    """Verdict on "the quantity is at most ``limit``": 'held' when the whole 95 % interval lies at or below it,
-    'not held' when the whole interval lies above it, else 'inconclusive'. With one seed the mean decides."""
-    if interval.n < 2:
-        return "held" if interval.mean <= limit else "not held"
-    if interval.high <= limit:
+OUTCOMES = ("held", "not held", "inconclusive", "not run")
+
+
+def decide(interval: Interval, threshold: float, *, claim: str) -> str:
+    """The book's one verdict rule on an interval across seeds. ``claim`` is "below" (the quantity is below
+    ``threshold``) or "above". 'held' when the whole interval lies strictly on the claimed side, 'not held' when it
+    lies strictly on the other side, 'inconclusive' when it touches or straddles the threshold — and also when there
+    is no interval (fewer than two values, NaN) or nothing varies (every value equal: the seeds sampled no training
+    variance, e.g. a constant guess, so a zero-width interval claims a certainty it does not have)."""
+    if claim not in ("below", "above"):
+        raise ValueError(f"claim must be 'below' or 'above', got {claim!r}")
+    low, high = interval.low, interval.high
+    if interval.n < 2 or math.isnan(low) or math.isnan(high) or low == high:
+        return "inconclusive"
+    if claim == "above":
+        low, high, threshold = -high, -low, -threshold
+    if high < threshold:
         return "held"
-    return "not held" if interval.low > limit else "inconclusive"
+    return "not held" if low > threshold else "inconclusive"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A claim, its outcome (one of OUTCOMES), the numbers it rests on, and the scale it was measured at (model
+    size, tokens, sequence length — beside the source's)."""
+
+    claim: str
+    outcome: str
+    evidence: str = ""
+    scale: str = ""
+
+    def __post_init__(self):
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"verdict outcome must be one of {OUTCOMES}, got {self.outcome!r}")
+
+    def markdown(self) -> str:
+        tail = "".join(f" — {x}" for x in (self.evidence, self.scale and f"measured at {self.scale}") if x)
+        return f"- **{self.claim}**: {self.outcome}{tail}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"claim": self.claim, "verdict": self.outcome, "evidence": self.evidence, "scale": self.scale}
 
 
 @dataclass(frozen=True)

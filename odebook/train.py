@@ -2,7 +2,7 @@
 
 AdamW with gradient clipping; per step the loss, the time (device synchronised) and the gradient norm in total and
 per named group of parameters, measured before clipping; held-out evaluation at intervals on a fixed list of
-batches; the precision policy of ``odebook.precision``; a guard that stops a run whose loss is no longer finite, keeping the
+batches; the precision policy of ``odebook.runtime``; a guard that stops a run whose loss is no longer finite, keeping the
 metrics recorded so far on the exception; and, opt-in, TensorBoard logs of the same numbers.
 """
 
@@ -19,7 +19,7 @@ from torch import nn
 from tqdm import tqdm
 
 from odebook.models import lm_loss
-from odebook.precision import Precision, synchronize
+from odebook.runtime import Precision, synchronize
 
 __all__ = ["TrainConfig", "History", "DivergenceError", "train", "evaluate", "grad_norm"]
 

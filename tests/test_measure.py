@@ -3,7 +3,7 @@ import torch
 
 from odebook import models
 from odebook.measure import generation_speed, nfe_per_forward, peak_memory, sensitivity_sweep
-from odebook.precision import precision_for, seed_everything
+from odebook.runtime import precision_for, seed_everything
 
 CPU = precision_for(torch.device("cpu"))
 SHAPE = dict(vocab_size=40, d_model=16, n_layer=3, n_head=2, max_seq_len=48)

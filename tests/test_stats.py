@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from odebook.stats import Interval, all_of, at_most, claim_lower, lower_is_held, mean_ci, welch
+from odebook.stats import Interval, Verdict, all_of, claim_lower, decide, lower_is_held, mean_ci, welch
 
 
 def test_mean_ci_matches_the_t_table():
@@ -16,11 +16,27 @@ def test_one_value_has_no_interval():
     assert ci.mean == 1.5 and math.isnan(ci.low) and "no interval" in str(ci)
 
 
-def test_at_most_verdicts():
-    assert at_most(Interval(1.0, 0.9, 1.05, 3), 1.1) == "held"
-    assert at_most(Interval(1.3, 1.2, 1.4, 3), 1.1) == "not held"
-    assert at_most(Interval(1.1, 1.0, 1.2, 3), 1.1) == "inconclusive"
-    assert at_most(Interval(1.2, math.nan, math.nan, 1), 1.1) == "not held"
+def test_verdict_rule_reaches_every_outcome():
+    assert decide(Interval(1.0, 0.9, 1.05, 3), 1.1, claim="below") == "held"
+    assert decide(Interval(1.3, 1.2, 1.4, 3), 1.1, claim="below") == "not held"
+    assert decide(Interval(1.1, 1.0, 1.2, 3), 1.1, claim="below") == "inconclusive"
+    assert decide(Interval(1.3, 1.2, 1.4, 3), 1.1, claim="above") == "held"
+    assert decide(Interval(1.0, 0.9, 1.05, 3), 1.1, claim="above") == "not held"
+    assert decide(Interval(1.1, 1.1, 1.2, 3), 1.1, claim="above") == "inconclusive"  # touching is not clearing
+
+
+def test_verdict_rule_is_inconclusive_without_variation():
+    assert decide(Interval(1.2, math.nan, math.nan, 1), 1.1, claim="below") == "inconclusive"  # one seed
+    assert decide(mean_ci([0.25, 0.25, 0.25]), 0.5, claim="below") == "inconclusive"  # nothing varies
+    with pytest.raises(ValueError, match="below"):
+        decide(Interval(1.0, 0.9, 1.1, 3), 1.0, claim="at most")
+
+
+def test_verdict_record():
+    v = Verdict("x beats y", "held", "Δ = −0.1", "6 layers, 1M tokens")
+    assert v.to_dict()["verdict"] == "held" and "measured at 6 layers" in v.markdown()
+    with pytest.raises(ValueError, match="outcome"):
+        Verdict("x", "maybe")
 
 
 def test_welch_matches_scipy_and_cohens_d_its_definition():

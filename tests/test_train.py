@@ -6,7 +6,7 @@ import torch
 from odebook import models
 from odebook.data import fixed_batches, random_batches
 from odebook.models import lm_loss, param_groups
-from odebook.precision import precision_for, resolve_device, seed_everything
+from odebook.runtime import precision_for, resolve_device, seed_everything
 from odebook.train import DivergenceError, TrainConfig, evaluate, train
 
 TOKENS = torch.randint(0, 50, (5000,), generator=torch.Generator().manual_seed(0))

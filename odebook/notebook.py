@@ -1,18 +1,33 @@
-"""Where a notebook writes its figures and results, and how (results.json is what the runner's index reads)."""
+"""A study notebook's side of the book: its start (parameters → output folder → precision), its verdicts, and where
+and how it writes figures, tables and results.json (which the runner's index reads)."""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from odebook.params import Params
+from odebook.runtime import Precision, precision_for, resolve_device
+from odebook.stats import Verdict
 
-__all__ = ["output_dir", "tensorboard_dir", "save_figure", "save_table", "save_results", "repo_root", "to_jsonable"]
+__all__ = ["start", "output_dir", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts",
+           "repo_root", "to_jsonable"]
+
+
+def start(schema: type[Params], namespace: Mapping[str, Any]) -> tuple[Params, Path, Precision]:
+    """Every notebook's prologue: validate the parameters cell's values (``globals()``) against ``schema``, make the
+    output folder, choose the precision policy for the device. Prints where outputs go and the policy."""
+    params = schema.from_namespace(namespace)
+    out = output_dir(params)
+    precision = precision_for(resolve_device(params.device))
+    print(f"precision: {precision}\noutputs: {out}")
+    return params, out, precision
 
 
 def repo_root() -> Path | None:
@@ -63,6 +78,16 @@ def to_jsonable(x: Any) -> Any:
     return x
 
 
-def save_results(out: Path, headline: dict[str, Any], **details: Any) -> None:
-    """Write results.json: ``headline`` (the few numbers the index shows) and any further details."""
-    (out / "results.json").write_text(json.dumps(to_jsonable({"headline": headline, **details}), indent=2))
+def show_verdicts(verdicts: Sequence[Verdict]) -> None:
+    """Display the verdicts as a Markdown list: claim, outcome, evidence, and the scale it was measured at."""
+    from IPython.display import Markdown, display
+
+    display(Markdown("\n".join(v.markdown() for v in verdicts)))
+
+
+def save_results(out: Path, headline: dict[str, Any], *, verdicts: Sequence[Verdict] = (), **details: Any) -> None:
+    """Write results.json: ``headline`` (the few numbers the index shows), the verdicts (each also as a headline
+    entry "verdict: <claim>") and any further details."""
+    headline = {**headline, **{f"verdict: {v.claim}": v.outcome for v in verdicts}}
+    record = {"headline": headline, "verdicts": [v.to_dict() for v in verdicts], **details}
+    (out / "results.json").write_text(json.dumps(to_jsonable(record), indent=2))

@@ -1,9 +1,12 @@
-"""The precision policy: fp32 on CPU (denormals flushed), bf16 autocast where the GPU has native bf16,
-fp16 autocast with a GradScaler elsewhere (a T4, compute capability 7.5, has no bf16)."""
+"""The runtime a study runs on: the device and its name, the precision policy (fp32 on CPU with denormals flushed,
+bf16 autocast where the GPU has native bf16, fp16 autocast with a GradScaler elsewhere — a T4, compute capability
+7.5, has no bf16), seeding, device synchronisation for timings, and the CPU allocator settings."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import platform
 import random
 from dataclasses import dataclass
 
@@ -74,6 +77,8 @@ def synchronize(device: torch.device) -> None:
 
 
 def device_name(device: torch.device) -> str:
+    """The device in words, as reports and manifests name it."""
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
-    return f"cpu ({torch.get_num_threads()} threads)"
+    cpu = platform.processor() or platform.machine()
+    return f"cpu ({cpu}, {os.cpu_count()} cores, torch {torch.get_num_threads()} threads)"

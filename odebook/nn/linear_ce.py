@@ -1,0 +1,77 @@
+"""The LM head and its cross-entropy in one pass over slices of the tokens, so the full logits are never held.
+
+At study 01's t4 shape the logits of one batch (2,048 tokens × 50,304 columns) are 412 MB in fp32 and their gradient
+as much again. ``linear_cross_entropy`` computes, slice by slice of ``chunk_rows`` tokens, the logits h @ W, their
+log-sum-exp, the loss, and — in the same pass, while the slice's logits are at hand — the gradients of the mean loss
+with respect to h and W (softmax − one-hot, scaled by 1 / number of counted tokens). The backward pass only scales
+those by the incoming gradient. Peak memory is one slice of logits instead of the whole matrix and its gradient, and
+no matmul is recomputed: the FLOPs equal the plain path's. ``linear_cross_entropy_reference`` is the plain path.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["linear_cross_entropy", "linear_cross_entropy_reference", "IGNORE_INDEX", "CHUNK_ROWS"]
+
+IGNORE_INDEX = -100  # targets equal to this are padding: they count neither in the loss nor in the mean
+CHUNK_ROWS = 256  # tokens per slice: 256 × 50,304 fp32 logits are 52 MB
+
+
+def linear_cross_entropy_reference(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *,
+                                   vocab_size: int, ignore_index: int = IGNORE_INDEX) -> torch.Tensor:
+    """Mean cross-entropy of the logits (h @ weight)[:, :vocab_size] against ``targets`` — all logits at once.
+    h: [N, d]; weight: [d, V_padded]; targets: [N]."""
+    logits = (h @ weight)[:, :vocab_size]
+    return F.cross_entropy(logits.to(torch.promote_types(logits.dtype, torch.float32)), targets,
+                           ignore_index=ignore_index)
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")
+    def forward(ctx, h, weight, targets, vocab_size: int, ignore_index: int, chunk_rows: int):
+        w = weight[:, :vocab_size]
+        valid = targets != ignore_index
+        acc = torch.promote_types(h.dtype, torch.float32)  # the softmax and the sums in at least fp32
+        n_valid = valid.sum().clamp(min=1).to(acc)
+        loss = torch.zeros((), dtype=acc, device=h.device)
+        grad_h = torch.empty_like(h)
+        grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device)
+        for start in range(0, h.shape[0], chunk_rows):
+            rows = slice(start, start + chunk_rows)
+            hc, tc, vc = h[rows], targets[rows], valid[rows]
+            logits = (hc @ w).to(acc)  # [n, V]
+            lse = logits.logsumexp(-1)
+            safe = tc.masked_fill(~vc, 0)
+            loss += ((lse - logits.gather(1, safe[:, None]).squeeze(1)) * vc).sum()
+            # d(mean loss)/d logits = (softmax − one-hot) / n_valid on counted tokens, 0 on padding
+            g = logits.sub_(lse[:, None]).exp_()
+            g[torch.arange(len(tc), device=g.device), safe] -= 1.0
+            g.mul_((vc / n_valid)[:, None])
+            g = g.to(hc.dtype)  # under autocast the matmuls below run in its dtype, like the plain backward
+            grad_h[rows] = (g @ w.t()).to(h.dtype)
+            grad_w[:, :vocab_size] += hc.t() @ g
+        ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
+        return loss / n_valid
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
+    def backward(ctx, grad_out):
+        grad_h, grad_w = ctx.saved_tensors
+        return grad_h * grad_out, grad_w * grad_out, None, None, None, None
+
+
+def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *, vocab_size: int,
+                         ignore_index: int = IGNORE_INDEX, chunk_rows: int = CHUNK_ROWS) -> torch.Tensor:
+    """The same mean cross-entropy as ``linear_cross_entropy_reference``, computed over slices of ``chunk_rows``
+    tokens with its gradients formed in the same pass. Without grad mode it only evaluates the loss (still sliced)."""
+    if not (torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)):
+        with torch.no_grad():
+            valid = targets != ignore_index
+            total = sum(linear_cross_entropy_reference(h[s], weight, targets[s], vocab_size=vocab_size,
+                                                       ignore_index=ignore_index) * valid[s].sum()
+                        for s in (slice(i, i + chunk_rows) for i in range(0, h.shape[0], chunk_rows)) if valid[s].any())
+            return total / valid.sum().clamp(min=1)
+    return _LinearCrossEntropy.apply(h, weight, targets, vocab_size, ignore_index, chunk_rows)

@@ -16,7 +16,7 @@ from odebook.params import Params
 from odebook.runtime import Precision, precision_for, resolve_device
 from odebook.stats import Verdict
 
-__all__ = ["start", "output_dir", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts",
+__all__ = ["start", "output_dir", "checkpointing", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts",
            "repo_root", "to_jsonable"]
 
 
@@ -44,6 +44,20 @@ def output_dir(params: Params) -> Path:
         out = (repo_root() or Path.cwd()) / "outputs" / "interactive" / params.study
     (out / "figures").mkdir(parents=True, exist_ok=True)
     return out
+
+
+NOT_IN_RUN_KEY = ("output_dir", "checkpoint_dir", "fresh", "tensorboard", "seed", "n_seeds", "checkpoint_interval")
+
+
+def checkpointing(params: Params, out: Path) -> dict[str, Any]:
+    """The checkpoint arguments of ``experiment.run_seeds`` for a study: the folder (``checkpoint_dir``, else
+    <out>/checkpoints), ``fresh``, and the parameters that make up each run's key (all but where outputs go, which
+    seeds, and logging). Empty when ``checkpoint_interval`` is 0: nothing is stored then."""
+    if not getattr(params, "checkpoint_interval", 0):
+        return {}
+    folder = Path(params.checkpoint_dir) if params.checkpoint_dir else out / "checkpoints"
+    key = {k: v for k, v in params.to_dict().items() if k not in NOT_IN_RUN_KEY}
+    return {"checkpoints": folder, "fresh": params.fresh, "key": {"study": params.study, **key}}
 
 
 def tensorboard_dir(out: Path, params: Params, run: str) -> Path | None:

@@ -3,7 +3,10 @@
 AdamW with gradient clipping; per step the loss, the time (device synchronised) and the gradient norm in total and
 per named group of parameters, measured before clipping; held-out evaluation at intervals on a fixed list of
 batches; the precision policy of ``odebook.runtime``; a guard that stops a run whose loss is no longer finite, keeping the
-metrics recorded so far on the exception; and, opt-in, TensorBoard logs of the same numbers.
+metrics recorded so far on the exception; opt-in TensorBoard logs of the same numbers; checkpoints every
+``checkpoint_interval`` steps that a re-run resumes from bit for bit (``odebook.checkpoint``); and data-parallel
+training when ``torch.distributed`` is initialised (``odebook.distributed``): each rank takes its rows of the same
+global batch, DistributedDataParallel averages the gradients, rank 0 evaluates and writes checkpoints.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from odebook import checkpoint as ckpt
+from odebook import distributed
 from odebook.models import lm_loss
 from odebook.runtime import Precision, synchronize
 
@@ -34,12 +39,14 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = 1.0
     eval_interval: int = 50
+    checkpoint_interval: int = 0  # steps between checkpoints; 0 = none
 
     @classmethod
     def from_params(cls, params, *, steps: int | None = None) -> "TrainConfig":
         """The optimisation settings of a study's parameters (odebook.params.LMParams); ``steps`` overrides theirs."""
         return cls(steps=params.steps if steps is None else steps, lr=params.lr, weight_decay=params.weight_decay,
-                   grad_clip=params.grad_clip, eval_interval=params.eval_interval)
+                   grad_clip=params.grad_clip, eval_interval=params.eval_interval,
+                   checkpoint_interval=getattr(params, "checkpoint_interval", 0))
 
 
 @dataclass
@@ -52,6 +59,7 @@ class History:
     step_time: list[float] = field(default_factory=list)  # seconds, device synchronised
     eval_step: list[int] = field(default_factory=list)
     eval_loss: list[float] = field(default_factory=list)
+    resumed_at: int = 0  # the step a resumed run restarted from (0: trained from the start)
 
     def grad_stats(self, group: str = "total", vanishing: float = 1e-6, exploding: float = 100.0) -> dict:
         """Whether every gradient norm of ``group`` was finite, how many steps fell below ``vanishing`` or rose
@@ -105,16 +113,23 @@ def _to(batch, device: torch.device):
 def train(model: nn.Module, batches: Iterator, eval_batches: Sequence, config: TrainConfig, precision: Precision,
           *, groups: Mapping[str, Sequence[nn.Parameter]] | None = None, loss_fn: LossFn = lm_loss,
           eval_loss_fn: LossFn | None = None, desc: str = "train", progress: bool = True,
-          log_dir: str | Path | None = None) -> History:
+          log_dir: str | Path | None = None, checkpoint: str | Path | None = None, fingerprint: str = "") -> History:
     """Train ``model`` for ``config.steps`` steps on ``batches`` with ``loss_fn``; evaluate ``eval_batches`` with
     ``eval_loss_fn`` (default: ``loss_fn``) every ``eval_interval`` steps and at the end. Raises DivergenceError
     (with the history so far) when the loss is not finite. With ``log_dir``, TensorBoard logs go there: per step
     train/loss, train/perplexity, train/lr, grad_norm/<group> (before clipping) and train/step_ms; per evaluation
-    eval/loss and eval/perplexity."""
-    writer = _tensorboard(log_dir)
+    eval/loss and eval/perplexity.
+
+    With ``checkpoint`` (a file path) and ``config.checkpoint_interval``, the model, optimiser, gradient scaler, every
+    RNG state, the step reached (the position in ``batches``) and the history are saved there atomically every
+    ``checkpoint_interval`` steps; a later call with the same path and ``fingerprint`` resumes from it and gives the
+    same losses, gradient norms and weights as an uninterrupted run. A checkpoint with another fingerprint is
+    ignored (the run starts afresh and overwrites it)."""
+    writer = _tensorboard(log_dir) if distributed.is_main() else None
     try:
         return _train(model, batches, eval_batches, config, precision, groups=groups, loss_fn=loss_fn,
-                      eval_loss_fn=eval_loss_fn, desc=desc, progress=progress, writer=writer)
+                      eval_loss_fn=eval_loss_fn, desc=desc, progress=progress and distributed.is_main(),
+                      writer=writer, checkpoint=checkpoint, fingerprint=fingerprint)
     finally:
         if writer is not None:
             writer.close()
@@ -141,8 +156,24 @@ def _log_step(writer, hist: History, step: int, lr: float) -> None:
         writer.add_scalar(f"grad_norm/{name}", norms[-1], step)
 
 
+def _resume(path, fingerprint, model, optimizer, scaler, batches) -> tuple[int, History | None]:
+    """Restore a checkpoint made by this configuration; returns the step it reached and its history."""
+    if path is None or not Path(path).is_file():
+        return 0, None
+    state = ckpt.load(path)
+    if state["fingerprint"] != fingerprint:
+        return 0, None
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scaler.load_state_dict(state["scaler"])
+    for _ in range(state["step"]):  # the batch stream is seeded: replaying it puts it where the run stopped
+        next(batches)
+    ckpt.set_rng_state(state["rng"])
+    return state["step"], History(**{**state["history"], "resumed_at": state["step"]})
+
+
 def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, eval_loss_fn, desc, progress,
-           writer) -> History:
+           writer, checkpoint, fingerprint) -> History:
     model.to(precision.device).train()
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
@@ -152,16 +183,18 @@ def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, 
                                   fused=precision.device.type in ("cpu", "cuda"))
     scaler = precision.scaler()
     groups = dict(groups or {})
-    hist = History(grad_norm={name: [] for name in ["total", *groups]})
+    start, hist = _resume(checkpoint, fingerprint, model, optimizer, scaler, batches)
+    hist = hist or History(grad_norm={name: [] for name in ["total", *groups]})
+    net = distributed.wrap(model)
 
-    bar = tqdm(range(1, config.steps + 1), desc=desc, disable=not progress, mininterval=2.0, leave=True)
+    bar = tqdm(range(start + 1, config.steps + 1), desc=desc, disable=not progress, mininterval=2.0, leave=True)
     for step in bar:
-        batch = _to(next(batches), precision.device)
+        batch = _to(distributed.shard(next(batches)), precision.device)
         synchronize(precision.device)
         t0 = time.perf_counter()
         with precision.autocast():
-            loss = loss_fn(model, batch)
-        value = loss.item()
+            loss = loss_fn(net, batch)
+        value = distributed.mean(loss.detach()).item()
         if not math.isfinite(value):
             raise DivergenceError(f"{desc}: the training loss became {value} at step {step} of {config.steps}; "
                                   f"stopped. Metrics of steps 1..{step - 1} are kept in the exception's history. "
@@ -182,11 +215,17 @@ def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, 
         hist.grad_norm["total"].append(total)
         if step % config.eval_interval == 0 or step == config.steps:
             hist.eval_step.append(step)
-            hist.eval_loss.append(evaluate(model, eval_batches, precision, eval_loss_fn or loss_fn))
+            hist.eval_loss.append(distributed.on_main(lambda: evaluate(model, eval_batches, precision,
+                                                                       eval_loss_fn or loss_fn)))
             bar.set_postfix(loss=f"{value:.3f}", eval=f"{hist.eval_loss[-1]:.3f}", refresh=False)
             if writer is not None:
                 writer.add_scalar("eval/loss", hist.eval_loss[-1], step)
                 writer.add_scalar("eval/perplexity", _perplexity(hist.eval_loss[-1]), step)
         if writer is not None:
             _log_step(writer, hist, step, optimizer.param_groups[0]["lr"])
+        if checkpoint is not None and config.checkpoint_interval and step % config.checkpoint_interval == 0 \
+                and step < config.steps and distributed.is_main():
+            ckpt.save(checkpoint, {"fingerprint": fingerprint, "step": step, "model": model.state_dict(),
+                                   "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict(),
+                                   "rng": ckpt.rng_state(), "history": hist.to_dict()})
     return hist

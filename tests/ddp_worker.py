@@ -1,0 +1,38 @@
+"""A training run that tests start in several processes (odebook.distributed.launch needs an importable function)."""
+
+import os
+
+import torch
+
+from odebook import distributed, models
+from odebook.data import fixed_batches, random_batches
+from odebook.runtime import precision_for, seed_everything
+from odebook.train import TrainConfig, train
+
+TOKENS = torch.randint(0, 50, (5000,), generator=torch.Generator().manual_seed(0))
+SHAPE = dict(vocab_size=50, d_model=16, n_layer=2, n_head=2, max_seq_len=16, dropout=0.0)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def stream(seed: int, stop_after: int | None):
+    """The seeded global batch stream (4 rows), raising after ``stop_after`` batches, like a killed run."""
+    for i, batch in enumerate(random_batches(TOKENS, 4, 16, seed=seed)):
+        if stop_after is not None and i == stop_after:
+            raise Interrupted(f"interrupted after {stop_after} batches")
+        yield batch
+
+
+def run(steps: int, checkpoint: str | None = None, interval: int = 0, stop_after: int | None = None,
+        seed: int = 0, dropout: float = 0.0):
+    """Train the tiny baseline; returns (losses, total gradient norms, final weights) on every rank."""
+    if "RANK" in os.environ and not distributed.active():  # started by distributed.launch
+        distributed.init()
+    seed_everything(seed)
+    model = models.gpt(**{**SHAPE, "dropout": dropout})
+    hist = train(model, stream(seed, stop_after), fixed_batches(TOKENS, 2, 4, 16),
+                 TrainConfig(steps=steps, lr=1e-2, eval_interval=2, checkpoint_interval=interval),
+                 precision_for(torch.device("cpu")), progress=False, checkpoint=checkpoint, fingerprint="test")
+    return hist.loss, hist.grad_norm["total"], hist.eval_loss, {k: v.clone() for k, v in model.state_dict().items()}

@@ -18,6 +18,7 @@ from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, KVCache, ODEFl
 from odebook.nn.attention import CausalSelfAttention, MixerBlock, SlidingWindowAttention
 from odebook.nn.gdn import GatedDeltaNet
 from odebook.nn.hybrid import StateReadAttention
+from odebook.nn.linear_ce import linear_cross_entropy
 from odebook.nn.ode import FIXED_GRID
 
 __all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params"]
@@ -63,9 +64,15 @@ class LM(nn.Module):
         self.n_spare_params = self.head.n_spare_params
         self.apply(_init_weights)
 
-    def forward(self, idx: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
-        """idx: [B, T] token ids → logits [B, T, vocab]."""
-        return self.logits(self.hidden(idx, control))
+    def forward(self, idx: torch.Tensor, control: torch.Tensor | None = None,
+                targets: torch.Tensor | None = None) -> torch.Tensor:
+        """idx: [B, T] token ids → logits [B, T, vocab]; with ``targets`` [B, T] the mean next-token cross-entropy
+        instead (targets equal to IGNORE_INDEX are padding), computed over slices of the tokens so the full logits
+        are never held (odebook.nn.linear_ce)."""
+        h = self.hidden(idx, control)
+        if targets is None:
+            return self.logits(h)
+        return linear_cross_entropy(h.flatten(0, 1), self.head.weight, targets.flatten(), vocab_size=self.vocab_size)
 
     def hidden(self, idx: torch.Tensor, control: torch.Tensor | None = None,
                cache: KVCache | None = None) -> torch.Tensor:
@@ -256,10 +263,10 @@ def generate(model: LM, idx: torch.Tensor, n_new: int, *, temperature: float = 1
 
 
 def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    """Mean next-token cross-entropy; targets equal to -100 are ignored (padding)."""
+    """Mean next-token cross-entropy of an LM (or its DistributedDataParallel wrapper) on (inputs, targets); targets
+    equal to IGNORE_INDEX are padding. Goes through the model's forward, so DDP sees it."""
     x, y = batch
-    logits = model(x)
-    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100)
+    return model(x, targets=y)
 
 
 def param_groups(model: LM) -> dict[str, list[nn.Parameter]]:

@@ -74,7 +74,8 @@ def save_table(table, out: Path, name: str, float_format: str = "{:.4g}") -> Non
     """Write a pandas DataFrame as <name>.csv, <name>.md and <name>.tex."""
     table.to_csv(out / f"{name}.csv")
     (out / f"{name}.md").write_text(table.to_markdown(floatfmt=".4g"))
-    (out / f"{name}.tex").write_text(table.style.format(float_format, na_rep="–").to_latex(hrules=True))
+    numbers = list(table.select_dtypes("number").columns)
+    (out / f"{name}.tex").write_text(table.style.format(float_format, na_rep="–", subset=numbers).to_latex(hrules=True))
 
 
 def to_jsonable(x: Any) -> Any:

@@ -182,7 +182,7 @@ class LMParams(Params):
     eval_interval: int = spec(50, ge=1)
     eval_batches: int = spec(20, ge=1, help="fixed held-out batches evaluated at every interval")
     tensorboard: bool = spec(False, help="also write TensorBoard logs to <output_dir>/tensorboard/")
-    checkpoint_interval: int = spec(0, ge=0, help="steps between checkpoints of each run; 0 = none")
+    checkpoint_interval: int = spec(100, ge=0, help="steps between checkpoints of each run (resumed on a re-run); 0 = none")
     checkpoint_dir: str = spec("", help="where runs keep checkpoints; empty = <output_dir>/checkpoints")
     fresh: bool = spec(False, help="ignore stored checkpoints: train every run from the start")
 

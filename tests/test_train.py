@@ -122,5 +122,5 @@ def test_train_config_from_parameters_takes_their_optimisation_settings():
 
     p = GradientFlowParams.from_mapping({"tokenizer": "bytes", "steps": 70, "lr": 1e-3, "grad_clip": 0.5}, "p")
     assert TrainConfig.from_params(p) == TrainConfig(steps=70, lr=1e-3, weight_decay=0.1, grad_clip=0.5,
-                                                     eval_interval=50)
+                                                     eval_interval=50, checkpoint_interval=100)
     assert TrainConfig.from_params(p, steps=9).steps == 9

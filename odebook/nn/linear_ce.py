@@ -13,10 +13,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-__all__ = ["linear_cross_entropy", "linear_cross_entropy_reference", "IGNORE_INDEX", "CHUNK_ROWS"]
+__all__ = ["linear_cross_entropy", "linear_cross_entropy_reference", "IGNORE_INDEX", "SLICE_ELEMENTS"]
 
 IGNORE_INDEX = -100  # targets equal to this are padding: they count neither in the loss nor in the mean
-CHUNK_ROWS = 256  # tokens per slice: 256 × 50,304 fp32 logits are 52 MB
+SLICE_ELEMENTS = 2**24  # logits per slice (64 MB in fp32): 333 tokens of GPT-2's 50,304 columns; bytes: one slice
 
 
 def linear_cross_entropy_reference(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *,
@@ -64,9 +64,11 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
 
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *, vocab_size: int,
-                         ignore_index: int = IGNORE_INDEX, chunk_rows: int = CHUNK_ROWS) -> torch.Tensor:
+                         ignore_index: int = IGNORE_INDEX, chunk_rows: int | None = None) -> torch.Tensor:
     """The same mean cross-entropy as ``linear_cross_entropy_reference``, computed over slices of ``chunk_rows``
-    tokens with its gradients formed in the same pass. Without grad mode it only evaluates the loss (still sliced)."""
+    tokens (default: SLICE_ELEMENTS logits a slice) with its gradients formed in the same pass. Without grad mode it
+    only evaluates the loss (still sliced)."""
+    chunk_rows = chunk_rows or max(1, SLICE_ELEMENTS // vocab_size)
     if not (torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)):
         with torch.no_grad():
             valid = targets != ignore_index

@@ -233,11 +233,33 @@ def bench_05() -> None:
         print(f"peak-memory growth 4 → 32 steps, {method}: {peak[32] / peak[4]:.2f}×")
 
 
+def _ddp_worker(steps: int, warmup: int, threads: int) -> list[float]:
+    """Step times of the 01 baseline at its t4 shape in this process, data-parallel when launched so."""
+    from odebook import distributed
+
+    if "RANK" in os.environ:
+        distributed.init()
+    torch.set_num_threads(threads)
+    seed_everything(0)
+    return step_times(BUILDERS["baseline"](), steps, warmup, flush_denormal=True)
+
+
+def bench_ddp(steps: int, warmup: int) -> None:
+    from odebook import distributed
+
+    cores = os.cpu_count() or 2
+    print(f"\ndata-parallel on the CPU: study 01's baseline at its t4 shape, global batch {BATCH}×{SEQ}; 1 process "
+          f"with {cores} threads against 2 gloo processes with {max(1, cores // 2)} each", flush=True)
+    one = statistics.median(_ddp_worker(steps, warmup, cores))
+    two = statistics.median(distributed.launch(_ddp_worker, steps, warmup, max(1, cores // 2), nprocs=2)[0])
+    print(f"1 process: {1000 * one:.0f} ms/step; 2 processes: {1000 * two:.0f} ms/step ({two / one:.2f}×)")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m odebook.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="timed steps per row")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--only", choices=("01", "delta_rule", "02", "05"), help="run one section")
+    parser.add_argument("--only", choices=("01", "delta_rule", "02", "05", "ddp"), help="run one section")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:  # one measurement, printed as JSON for the parent
@@ -261,6 +283,8 @@ def main(argv: list[str] | None = None) -> None:
         bench_02(args.steps, args.warmup)
     if args.only in (None, "05"):
         bench_05()
+    if args.only in (None, "ddp"):
+        bench_ddp(args.steps, args.warmup)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 At study 01's t4 shape the logits of one batch (2,048 tokens × 50,304 columns) are 412 MB in fp32 and their gradient
 as much again. ``linear_cross_entropy`` computes, slice by slice of ``chunk_rows`` tokens, the logits h @ W, their
-log-sum-exp, the loss, and — in the same pass, while the slice's logits are at hand — the gradients of the mean loss
-with respect to h and W (softmax − one-hot, scaled by 1 / number of counted tokens). The backward pass only scales
+log-softmax, the loss, and — in the same pass, while the slice's logits are at hand — the gradients of the mean loss
+with respect to h and W (softmax − one-hot; the 1 / number-of-counted-tokens scale goes onto the small factors). The backward pass only scales
 those by the incoming gradient. Peak memory is one slice of logits instead of the whole matrix and its gradient, and
 no matmul is recomputed: the FLOPs equal the plain path's. ``linear_cross_entropy_reference`` is the plain path.
 """
@@ -39,20 +39,20 @@ class _LinearCrossEntropy(torch.autograd.Function):
         loss = torch.zeros((), dtype=acc, device=h.device)
         grad_h = torch.empty_like(h)
         grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device)
+        grad_wv = grad_w[:, :vocab_size]
         for start in range(0, h.shape[0], chunk_rows):
             rows = slice(start, start + chunk_rows)
             hc, tc, vc = h[rows], targets[rows], valid[rows]
-            logits = (hc @ w).to(acc)  # [n, V]
-            lse = logits.logsumexp(-1)
+            logp = torch.log_softmax((hc @ w).to(acc), dim=-1)  # [n, V]
             safe = tc.masked_fill(~vc, 0)
-            loss += ((lse - logits.gather(1, safe[:, None]).squeeze(1)) * vc).sum()
-            # d(mean loss)/d logits = (softmax − one-hot) / n_valid on counted tokens, 0 on padding
-            g = logits.sub_(lse[:, None]).exp_()
+            scale = (vc / n_valid)[:, None]  # d(mean loss)/d(token loss): 1/n_valid, 0 on padding
+            loss -= (logp.gather(1, safe[:, None]).squeeze(1) * vc).sum()
+            # d(token loss)/d logits = softmax − one-hot; the row scale is applied to the small factors, not to it
+            g = logp.exp_()
             g[torch.arange(len(tc), device=g.device), safe] -= 1.0
-            g.mul_((vc / n_valid)[:, None])
             g = g.to(hc.dtype)  # under autocast the matmuls below run in its dtype, like the plain backward
-            grad_h[rows] = (g @ w.t()).to(h.dtype)
-            grad_w[:, :vocab_size] += hc.t() @ g
+            grad_h[rows] = ((g @ w.t()) * scale).to(h.dtype)
+            grad_wv.addmm_((hc * scale).t().to(g.dtype), g)  # accumulates inside the matmul: no [d, V] temporary
         ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
         return loss / n_valid
 

@@ -36,7 +36,9 @@ from odebook import models
 from odebook.data import random_batches
 from odebook.flops import count_flops
 from odebook.flops import forward_flops
+from odebook.measure import peak_memory
 from odebook.models import count_params, lm_loss, time_indexed
+from odebook.nn.linear_ce import linear_cross_entropy_reference
 from odebook.params import TIME_INDEXED_MODELS
 from odebook.runtime import ALLOCATOR_ENV, Precision, seed_everything
 from odebook.train import TrainConfig, train
@@ -49,13 +51,19 @@ BUILDERS = {
     "baseline": lambda: models.gpt(**T4_SHAPE),
     "hybrid": lambda: models.ode_hybrid(**T4_SHAPE, ode_layers=[2, 3], solver="euler", steps=4),
 }
-# (label, model, flush denormals, allocator settings)
+# (label, model, flush denormals, allocator settings, head + loss)
 ROWS = [
-    ("baseline · flushed · tuned allocator", "baseline", True, True),
-    ("baseline · not flushed · tuned allocator", "baseline", False, True),
-    ("baseline · flushed · default allocator", "baseline", True, False),
-    ("hybrid (euler ×4) · flushed · tuned allocator", "hybrid", True, True),
+    ("baseline · sliced head · flushed · tuned alloc.", "baseline", True, True, "sliced"),
+    ("baseline · plain head · flushed · tuned alloc.", "baseline", True, True, "plain"),
+    ("baseline · sliced head · not flushed · tuned", "baseline", False, True, "sliced"),
+    ("baseline · sliced head · flushed · default alloc.", "baseline", True, False, "sliced"),
+    ("hybrid (euler ×4) · sliced · flushed · tuned", "hybrid", True, True, "sliced"),
 ]
+LOSSES = {  # the trainer's sliced head + cross-entropy, and the plain path that holds all logits
+    "sliced": lm_loss,
+    "plain": lambda m, b: linear_cross_entropy_reference(m.hidden(b[0]).flatten(0, 1), m.head.weight,
+                                                         b[1].flatten(), vocab_size=m.vocab_size),
+}
 
 
 def matmul_flops(n: int = 2048, repeats: int = 10) -> float:
@@ -70,29 +78,35 @@ def matmul_flops(n: int = 2048, repeats: int = 10) -> float:
     return 2 * n**3 / statistics.median(times)
 
 
-def step_flops(model: torch.nn.Module) -> float:
-    """FLOPs of one forward + backward pass at the benchmark shape, counted by torch."""
+def step_flops(model: torch.nn.Module, loss_fn=lm_loss) -> tuple[float, float]:
+    """The model's FLOPs (counted by torch on the plain path: the sliced head does the same matmuls, but the counter
+    misses the in-place addmm_ that accumulates its weight gradient) and the peak memory in bytes of one forward +
+    backward pass with ``loss_fn`` at the benchmark shape."""
     x = torch.randint(0, T4_SHAPE["vocab_size"], (BATCH, SEQ))
-    flops = count_flops(lambda: lm_loss(model, (x, x.roll(-1, 1))).backward())
+    flops = count_flops(lambda: LOSSES["plain"](model, (x, x.roll(-1, 1))).backward())
     model.zero_grad(set_to_none=True)
-    return float(flops)
+    peak = peak_memory(lambda: loss_fn(model, (x, x.roll(-1, 1))).backward(), torch.device("cpu"))
+    model.zero_grad(set_to_none=True)
+    return float(flops), float(peak)
 
 
-def step_times(model: torch.nn.Module, steps: int, warmup: int, flush_denormal: bool) -> list[float]:
+def step_times(model: torch.nn.Module, steps: int, warmup: int, flush_denormal: bool,
+               loss_fn=lm_loss) -> list[float]:
     """Seconds per training step of ``model`` after ``warmup`` steps."""
     torch.set_flush_denormal(flush_denormal)
     tokens = torch.randint(0, T4_SHAPE["vocab_size"], (200_000,), generator=torch.Generator().manual_seed(0))
     batches = random_batches(tokens, BATCH, SEQ, seed=0)
     precision = Precision(torch.device("cpu"), None)  # fp32; flushing is set above, not by the policy
     hist = train(model, batches, [next(batches)], TrainConfig(steps=warmup + steps, lr=3e-4, eval_interval=10**9),
-                 precision, progress=False)
+                 precision, loss_fn=loss_fn, progress=False)
     return hist.step_time[warmup:]
 
 
-def _worker(model_name: str, flush: bool, steps: int, warmup: int) -> dict:
+def _worker(model_name: str, flush: bool, head: str, steps: int, warmup: int) -> dict:
     seed_everything(0)
     model = BUILDERS[model_name]()
-    return {"flops": step_flops(model), "times": step_times(model, steps, warmup, flush)}
+    flops, peak = step_flops(model, LOSSES[head])
+    return {"flops": flops, "peak": peak, "times": step_times(model, steps, warmup, flush, LOSSES[head])}
 
 
 T4_02 = dict(vocab_size=256, d_model=256, n_head=4, n_layer=6, max_seq_len=128)
@@ -177,18 +191,22 @@ def bench_01(steps: int, warmup: int) -> None:
           f"{models.HEAD_MULTIPLE}); fp32, AdamW")
     peak = _in_worker(["matmul"], tuned_allocator=True)["flops_per_s"]
     print(f"fp32 matmul 2048²: {peak / 1e9:.1f} GFLOP/s")
-    print(f"{'configuration':48s} {'GFLOP/step':>10s} {'ms/step':>8s} {'min–max ms':>12s} {'MFU':>6s}", flush=True)
-    median = {}
-    for label, model_name, flush, tuned in ROWS:
-        r = _in_worker([model_name, "flush" if flush else "noflush"], tuned,
+    print(f"{'configuration':50s} {'GFLOP/step':>10s} {'peak MiB':>9s} {'ms/step':>8s} {'min–max ms':>12s} "
+          f"{'MFU':>6s}", flush=True)
+    median, mem = {}, {}
+    for label, model_name, flush, tuned, head in ROWS:
+        r = _in_worker([model_name, "flush" if flush else "noflush", head], tuned,
                        ("--steps", str(steps), "--warmup", str(warmup)))
         med = median[label] = statistics.median(r["times"])
-        print(f"{label:48s} {r['flops'] / 1e9:10.1f} {1000 * med:8.0f} "
+        mem[label] = r["peak"]
+        print(f"{label:50s} {r['flops'] / 1e9:10.1f} {r['peak'] / 2**20:9.0f} {1000 * med:8.0f} "
               f"{1000 * min(r['times']):5.0f}–{1000 * max(r['times']):<6.0f} {r['flops'] / med / peak:6.1%}",
               flush=True)
     base = median[ROWS[0][0]]
-    print(f"denormal flushing: {median[ROWS[1][0]] / base:.2f}× faster; tuned allocator: "
-          f"{median[ROWS[2][0]] / base:.2f}× faster; hybrid / baseline time: {median[ROWS[3][0]] / base:.2f}×")
+    print(f"sliced head: {mem[ROWS[1][0]] / mem[ROWS[0][0]]:.2f}× less peak memory of a step's forward + backward, "
+          f"{base / median[ROWS[1][0]]:.2f}× the plain head's time; denormal flushing: "
+          f"{median[ROWS[2][0]] / base:.2f}× faster; tuned allocator: {median[ROWS[3][0]] / base:.2f}× faster; "
+          f"hybrid / baseline time: {median[ROWS[4][0]] / base:.2f}×")
 
 
 def bench_delta_rule() -> None:
@@ -270,8 +288,8 @@ def main(argv: list[str] | None = None) -> None:
         elif args.worker == ["05"]:
             print(json.dumps(_worker_05()))
         else:
-            model_name, flush = args.worker
-            print(json.dumps(_worker(model_name, flush == "flush", args.steps, args.warmup)))
+            model_name, flush, head = args.worker
+            print(json.dumps(_worker(model_name, flush == "flush", head, args.steps, args.warmup)))
         return
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")

@@ -15,6 +15,7 @@ dropout match a single-process run in distribution, not bit for bit.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -96,10 +97,12 @@ def launch(fn: Callable[..., Any], *args: Any, nprocs: int | None = None) -> dic
     """Run ``fn(*args)`` in ``nprocs`` processes on this machine (default: one per GPU, else 2) through torch's
     elastic launcher; ``fn`` must be importable (a module-level function) and call ``init()`` first. Returns each
     rank's return value."""
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     nprocs = nprocs or torch.cuda.device_count() or 2
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nprocs, rdzv_backend="c10d",
-                          rdzv_endpoint="localhost:0", run_id=f"odebook-{os.getpid()}", max_restarts=0,
-                          monitor_interval=0.1)
-    return elastic_launch(config, fn)(*args)
+    with tempfile.TemporaryDirectory(prefix="odebook-launch-") as logs:  # the launcher's per-rank files, removed after
+        config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nprocs, rdzv_backend="c10d",
+                              rdzv_endpoint="localhost:0", run_id=f"odebook-{os.getpid()}", max_restarts=0,
+                              monitor_interval=0.1, logs_specs=DefaultLogsSpecs(log_dir=logs))
+        return elastic_launch(config, fn)(*args)

@@ -18,7 +18,7 @@ from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, KVCache, ODEFl
 from odebook.nn.attention import CausalSelfAttention, MixerBlock, SlidingWindowAttention
 from odebook.nn.gdn import GatedDeltaNet
 from odebook.nn.hybrid import StateReadAttention
-from odebook.nn.ode import FIXED_GRID
+from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 
 __all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params"]
 
@@ -107,9 +107,10 @@ def gpt(*, vocab_size: int, d_model: int, n_layer: int, n_head: int, max_seq_len
 def ode_hybrid(*, vocab_size: int, d_model: int, n_layer: int, n_head: int, max_seq_len: int,
                ode_layers: Sequence[int], dropout: float = 0.0, **ode_options) -> LM:
     """The baseline with the consecutive layers ``ode_layers`` replaced by one ODEFlowBlock(**ode_options)."""
+    problem = ode_layers_problem(list(ode_layers), n_layer)
+    if problem:
+        raise ValueError(f"ode_layers = {list(ode_layers)}: {problem}")
     first, last = ode_layers[0], ode_layers[-1]
-    if list(ode_layers) != list(range(first, last + 1)) or not 0 <= first <= last < n_layer:
-        raise ValueError(f"ode_layers must be consecutive indices in 0..{n_layer - 1}, got {list(ode_layers)}")
     blocks: list[nn.Module] = [Block(d_model=d_model, n_head=n_head, dropout=dropout) for _ in range(first)]
     blocks.append(ODEFlowBlock(d_model=d_model, n_head=n_head, **ode_options))
     blocks += [Block(d_model=d_model, n_head=n_head, dropout=dropout) for _ in range(last + 1, n_layer)]

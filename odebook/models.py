@@ -125,7 +125,8 @@ def depth_shared(*, vocab_size: int, d_model: int, max_seq_len: int, block: nn.M
 
 
 def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_layer: int, max_seq_len: int,
-                 n_freq: int = 16, d_emb: int = 32, gate_width: int = 32, d_state: int = 16) -> LM:
+                 n_freq: int = 16, d_emb: int = 32, gate_width: int = 32, d_state: int = 16, norm: str = "static",
+                 tong_time_mlp: str = "shared") -> LM:
     """The models of study 02, by name. Depth-shared models take ``n_layer`` depth steps.
 
     standard         n_layer independent pre-LN blocks
@@ -136,16 +137,18 @@ def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_lay
     ti_mlp_constant  ti_mlp with t held constant: the adapter structure without time dependence
     ti_mlp_dt        ti_mlp with ODE scaling x + dt·f
     ode_shared       OutputGatedBlock: x + dt·(f_base(x) ⊙ m(t))
-    """
-    d, h = dict(d_model=d_model, n_head=n_head), dict(n_freq=n_freq, gate_width=gate_width)
+
+    ``norm`` ("static" | "temporal") is the LayerNorm of the GatedBlock models; ``tong_time_mlp`` ("shared" |
+    "per_linear") the time MLPs of Tong's block (see odebook.nn.modulated and odebook.nn.hypernet)."""
+    d, h = dict(d_model=d_model, n_head=n_head), dict(n_freq=n_freq, gate_width=gate_width, norm=norm)
     blocks = {
-        "tong": (lambda: HyperBlock(**d, n_freq=n_freq, d_emb=d_emb), "dt", "depth"),
+        "tong": (lambda: HyperBlock(**d, n_freq=n_freq, d_emb=d_emb, time_mlp=tong_time_mlp), "dt", "depth"),
         "ti_mlp": (lambda: GatedBlock(**d, granularity="channel", **h), "direct", "depth"),
         "ti_mlp_full": (lambda: GatedBlock(**d, granularity="full", **h), "direct", "depth"),
         "ti_ssm": (lambda: SSMGatedBlock(**d, d_state=d_state, **h), "direct", "depth"),
         "ti_mlp_constant": (lambda: GatedBlock(**d, granularity="channel", **h), "direct", "constant"),
         "ti_mlp_dt": (lambda: GatedBlock(**d, granularity="channel", **h), "dt", "depth"),
-        "ode_shared": (lambda: OutputGatedBlock(**d, **h), "dt", "depth"),
+        "ode_shared": (lambda: OutputGatedBlock(**d, n_freq=n_freq, gate_width=gate_width), "dt", "depth"),
     }
     if name == "standard":
         return gpt(vocab_size=vocab_size, n_layer=n_layer, max_seq_len=max_seq_len, **d)

@@ -23,7 +23,7 @@ from odebook.flops import forward_flops
 from odebook.models import count_params, ode_blocks, param_groups
 from odebook.runtime import Precision, seed_everything
 from odebook.stats import mean_ci, paired_test
-from odebook.train import History, TrainConfig, evaluate, train
+from odebook.train import DivergenceError, History, TrainConfig, evaluate, train
 
 __all__ = ["Run", "run_one", "run_seeds", "tune_lr", "score_test", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios",
            "WARMUP_STEPS"]
@@ -111,15 +111,22 @@ def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits
             precision: Precision, *, lrs: Sequence[float], seed: int, batch_size: int, seq_len: int,
             eval_batches: int, progress: bool = True) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
     """The same small grid for every model: train each model at each lr in ``lrs`` on the first seed and choose the
-    lr with the lowest final validation loss. The test split is not scored here. Returns the chosen lr per model,
+    lr with the lowest final validation loss (a rate at which the loss diverges counts as infinite). The test split
+    is not scored here. Returns the chosen lr per model,
     the grid's table (model × lr → final validation loss) and the grid's runs (for reuse: the chosen run is the
     first seed's run; its test split is scored once by run_seeds' caller)."""
     valid = fixed_batches(splits.valid, eval_batches, batch_size, seq_len)
-    runs = [run_one(name, build, seed, splits, dataclasses.replace(config, lr=lr), precision, batch_size=batch_size,
-                    seq_len=seq_len, valid=valid, test=None, progress=progress)
-            for name, build in builders.items() for lr in lrs]
-    grid = pd.DataFrame([{"model": r.model, "lr": r.lr, "val_loss": r.history.final_eval_loss} for r in runs])
-    table = grid.pivot(index="model", columns="lr", values="val_loss").loc[list(builders)]
+    runs, rows = [], []
+    for name, build in builders.items():
+        for lr in lrs:
+            try:
+                run = run_one(name, build, seed, splits, dataclasses.replace(config, lr=lr), precision,
+                              batch_size=batch_size, seq_len=seq_len, valid=valid, test=None, progress=progress)
+                runs.append(run)
+                rows.append({"model": name, "lr": lr, "val_loss": run.history.final_eval_loss})
+            except DivergenceError:  # a rate too high for this model: it cannot be chosen
+                rows.append({"model": name, "lr": lr, "val_loss": math.inf})
+    table = pd.DataFrame(rows).pivot(index="model", columns="lr", values="val_loss").loc[list(builders)]
     chosen = {name: float(table.loc[name].idxmin()) for name in builders}
     return chosen, table, [r for r in runs if r.lr == chosen[r.model]]
 

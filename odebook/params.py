@@ -17,6 +17,8 @@ from typing import Any, ClassVar
 
 import yaml
 
+from odebook.nn.hypernet import TIME_MLPS
+from odebook.nn.modulated import NORMS
 from odebook.nn.ode import FIXED_GRID, SENSITIVITIES, SOLVERS, ode_layers_problem, solver_problem
 
 __all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "RetrievalParams",
@@ -345,13 +347,32 @@ class TimeIndexedParams(LMParams):
     gate_width: int = spec(32, ge=1, help="hidden width of the gate MLPs")
     d_state: int = spec(16, ge=1, help="state size N of the SSM")
     rediscretize: list[int] = spec([3, 12], ge=1, help="depth steps at which ODE-style models are re-evaluated")
-    alpha: float = spec(0.05, gt=0.0, le=0.5, help="significance level of the verdicts")
+    norm: str = spec("static", choices=NORMS, help="LayerNorms of the gated models: static (default), or temporal "
+                                                   "as the source's time-indexed MLP")
+    tong_time_mlp: str = spec("shared", choices=TIME_MLPS, help="Tong's block: one time MLP for all generators "
+                                                                "(default), or one per linear as Tong's code")
+    lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3], gt=0.0, le=1.0,
+                                help="learning rates tried per model on the first seed; the lowest final validation "
+                                     "loss chooses (lr is not used)")
+    compression_target: float = spec(3.0, gt=1.0, help="'far fewer parameters': block parameters of the standard "
+                                                       "transformer over the model's, at least this")
+    dynamics_sequences: int = spec(2, ge=1, help="held-out sequences of the dynamics analysis")
+    dynamics_tokens: int = spec(8, ge=1, help="tokens per sequence of the dynamics analysis")
+    alpha: float = spec(0.05, gt=0.0, le=0.5, help="family-wise significance level (Holm) of the verdicts")
 
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()
         if len(set(self.models)) != len(self.models) or not self.models:
             errors.append(f"key 'models' = {self.models}: must name each model at most once, at least one")
+        if len(set(self.lr_grid)) != len(self.lr_grid) or not self.lr_grid:
+            errors.append(f"key 'lr_grid' = {self.lr_grid}: must name each rate at most once, at least one")
         return errors
+
+    def model_config(self, vocab_size: int) -> dict:
+        """Keyword arguments of odebook.models.time_indexed(name, **config) for every model of this study."""
+        return dict(vocab_size=vocab_size, d_model=self.d_model, n_head=self.n_head, n_layer=self.n_layer,
+                    max_seq_len=self.max_seq_len, n_freq=self.n_freq, d_emb=self.d_emb, gate_width=self.gate_width,
+                    d_state=self.d_state, norm=self.norm, tong_time_mlp=self.tong_time_mlp)
 
 
 def _niah_length_problems(curriculum: list[int], tokenizer: str, max_seq_len: int) -> list[str]:

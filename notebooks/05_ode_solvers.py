@@ -131,17 +131,15 @@ print(splits.description)
 # same batches.
 
 # %%
-shape = dict(vocab_size=splits.vocab_size, d_model=p.d_model, n_layer=p.n_layer, n_head=p.n_head,
-             max_seq_len=p.max_seq_len)
-ode = dict(ode_layers=p.ode_layers, control_dim=p.control_dim, alpha_init=p.alpha_init, rtol=p.rtol, atol=p.atol)
+cfg = p.model_config(splits.vocab_size)
 
 
 def hybrid(solver, steps=1, sensitivity=p.sensitivity):
-    return models.ode_hybrid(**shape, **ode, solver=solver, steps=steps, sensitivity=sensitivity)
+    return cfg.replace(solver=solver, steps=steps, sensitivity=sensitivity).hybrid()
 
 
 steps_of = {s: p.nfe_budget // STAGES[s] if s in STAGES else None for s in p.integrators}
-builders = {"baseline": lambda: models.gpt(**shape),
+builders = {"baseline": cfg.baseline,
             **{s: (lambda s=s: hybrid(s, steps_of[s] or 1)) for s in p.integrators}}
 config = TrainConfig.from_params(p)
 runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
@@ -192,7 +190,7 @@ weights = trained[p.generation_solver].state_dict()
 
 
 def sweep_model(method, n):
-    model = models.ode_hybrid(**shape, **ode, solver=p.sweep_solver, steps=n, sensitivity=method)
+    model = cfg.replace(solver=p.sweep_solver, steps=n, sensitivity=method).hybrid()
     model.load_state_dict(weights)
     return model
 

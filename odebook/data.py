@@ -24,7 +24,7 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 
 # Files each corpus needs in a local mirror, relative to $ODEBOOK_DATA.
 MIRROR_FILES = {
-    "wikitext2": ("wikitext-2/wiki.valid.tokens", "wikitext-2/wiki.test.tokens"),
+    "wikitext2": ("wikitext-2/wiki.train.tokens", "wikitext-2/wiki.valid.tokens", "wikitext-2/wiki.test.tokens"),
     "tinystories": ("tinystories/train-first-2MiB.txt", "tinystories/valid-blankline-separated.txt"),
 }
 TIKTOKEN_DIR = "tiktoken"
@@ -125,36 +125,30 @@ class Corpus:
     description: str
 
 
-def _split_at_article(text: str) -> tuple[str, str]:
-    """Cut WikiText at the article heading (' = Title = ') nearest the middle, so no article is in both halves."""
-    lines = text.splitlines(keepends=True)
-    middle = len(lines) // 2
-    is_heading = [ln.startswith(" = ") and not ln.startswith(" = = ") for ln in lines]
-    cut = min((i for i, h in enumerate(is_heading) if h), key=lambda i: abs(i - middle), default=middle)
-    return "".join(lines[:cut]), "".join(lines[cut:])
+WIKITEXT2_HUB = "wikitext-2-v1"  # the hub's tokenized variant: the same text as the mirror's wiki.*.tokens
 
 
 def _wikitext2() -> Corpus:
     root = mirror_dir()
     if root is not None:
         check_data("wikitext2", "bytes")
-        train = (root / "wikitext-2/wiki.valid.tokens").read_text(encoding="utf-8")
-        valid, test = _split_at_article((root / "wikitext-2/wiki.test.tokens").read_text(encoding="utf-8"))
+        train, valid, test = ((root / f"wikitext-2/wiki.{k}.tokens").read_text(encoding="utf-8")
+                              for k in ("train", "valid", "test"))
         return Corpus("wikitext2", train, valid, test,
-                      f"WikiText-2 (tokenized version, local mirror {root}); the mirror has no train split, so "
-                      "train = the official validation split, validation = the first half of the official test "
-                      "split and test = its second half (cut at an article boundary)")
+                      f"WikiText-2, tokenized version (local mirror {root}; the same text as the hub's "
+                      f"{WIKITEXT2_HUB}): trained on the official train split, selected on validation, scored once "
+                      "on test")
     try:
         import datasets
 
-        ds = datasets.load_dataset("wikitext", "wikitext-2-raw-v1")
+        ds = datasets.load_dataset("wikitext", WIKITEXT2_HUB)
     except Exception as err:  # offline, hub errors: datasets raises many types
         raise DataError(f"WikiText-2 could not be loaded from the hub ({type(err).__name__}: {err}). "
                         f"{HOW_TO_PROVIDE}") from err
     splits = {k: "".join(ds[k]["text"]) for k in ("train", "validation", "test")}
     return Corpus("wikitext2", splits["train"], splits["validation"], splits["test"],
-                  "WikiText-2 raw (wikitext-2-raw-v1 from the Hugging Face hub): official train, validation and "
-                  "test splits")
+                  f"WikiText-2, tokenized version ({WIKITEXT2_HUB} from the Hugging Face hub): trained on the official "
+                  "train split, selected on validation, scored once on test")
 
 
 _CORPORA = {"wikitext2": _wikitext2}

@@ -4,13 +4,16 @@ Every model sees the same training batches for a given seed (the batch stream is
 model), is evaluated at intervals on one fixed list of validation batches, and is scored once at the end on a fixed
 list of test batches.
 
-With a checkpoint folder, each (model, seed) run keeps ``<model>_seed<seed>.pt`` while it trains (resumed after an
-interruption) and ``<model>_seed<seed>.done.pt`` once finished (reused by a re-run), both keyed by a fingerprint of
-the run's configuration; ``fresh`` ignores them. ``Run.origin`` says which runs were trained, resumed or reused.
+With ``checkpoints`` (a folder), each run keeps ``<model>_seed<seed>_lr<lr>.pt`` while it trains — resumed after an
+interruption — and ``….done.pt`` once finished — reused by a re-run. Both are keyed by a fingerprint of the run's
+configuration (``key``: the parameters that affect it; the model's architecture, seed, optimisation and batch shape;
+odebook's source), so anything changed runs afresh; ``fresh`` ignores them all. ``Run.origin`` says whether a run was
+trained, resumed or reused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import Counter
@@ -27,10 +30,11 @@ from odebook.data import TokenSplits, fixed_batches, random_batches
 from odebook.flops import forward_flops
 from odebook.models import count_params, ode_blocks, param_groups
 from odebook.runtime import Precision, seed_everything
-from odebook.stats import mean_ci, welch
-from odebook.train import History, TrainConfig, evaluate, train
+from odebook.stats import mean_ci, paired_test
+from odebook.train import DivergenceError, History, TrainConfig, evaluate, train
 
-__all__ = ["Run", "run_seeds", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "WARMUP_STEPS"]
+__all__ = ["Run", "run_one", "run_seeds", "tune_lr", "score_test", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios",
+           "WARMUP_STEPS"]
 
 WARMUP_STEPS = 5  # step times of the first steps (allocator, caches) are left out of ms/step
 
@@ -46,7 +50,8 @@ class Run:
     flops_per_forward: int  # one forward pass of one batch
     peak_memory: float  # bytes allocated at the peak of training (CUDA); NaN on CPU, where torch does not track it
     tokens_per_step: int
-    origin: str = "trained"  # or "resumed at step k", "reused" (see run_seeds' checkpoints)
+    lr: float = math.nan
+    origin: str = "trained"  # or "resumed at step k", "reused" (see the checkpoints in the module docstring)
 
     @property
     def ms_per_step(self) -> float:
@@ -59,82 +64,147 @@ class Run:
 
     def record(self) -> dict:
         """What results.json keeps of a run: model, seed, parameter count, test loss and the whole history."""
-        return {"model": self.model, "seed": self.seed, "params": self.n_params, "test_loss": self.test_loss,
-                "origin": self.origin, "history": self.history.to_dict()}
+        return {"model": self.model, "seed": self.seed, "params": self.n_params, "lr": self.lr,
+                "test_loss": self.test_loss, "origin": self.origin, "history": self.history.to_dict()}
 
 
-def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits, config: TrainConfig,
-              precision: Precision, *, seeds: Sequence[int], batch_size: int, seq_len: int, eval_batches: int,
-              progress: bool = True, log_dir: Path | None = None, checkpoints: Path | None = None,
-              fresh: bool = False, key: Mapping | None = None) -> list[Run]:
+Groups = Callable[[str, nn.Module], Mapping[str, Sequence[nn.Parameter]]]
+
+
+def _default_groups(name: str, model: nn.Module):
+    return param_groups(model)
+
+
+def run_one(name: str, build: Callable[[], nn.Module], seed: int, splits: TokenSplits, config: TrainConfig,
+            precision: Precision, *, batch_size: int, seq_len: int, valid: Sequence, test: Sequence | None,
+            groups: Groups = _default_groups, progress: bool = True, log_dir: Path | None = None,
+            checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None) -> Run:
+    """Seed, build, train on the seed's batch stream, and score ``test`` once (NaN when ``test`` is None: a
+    tuning run that must not see the test split). With ``checkpoints``, resume or reuse it (module docstring)."""
+    cuda = precision.device.type == "cuda"
+    seed_everything(seed)
+    model = build().to(precision.device)
+    flops = forward_flops(model, valid[0][0].to(precision.device))
+    tag = f"{name}_seed{seed}_lr{config.lr:g}"
+    fp = ckpt.fingerprint(key=key, data=splits.description, model=name, seed=seed, arch=repr(model), train=config,
+                          batch=(batch_size, seq_len, len(valid)), scored=test is not None)
+    done = checkpoints / f"{tag}.done.pt" if checkpoints else None
+    partial = checkpoints / f"{tag}.pt" if checkpoints else None
+    if done and not fresh and done.is_file() and (state := ckpt.load(done))["fingerprint"] == fp:
+        model.load_state_dict(state["model"])
+        return Run(name, seed, count_params(model), History(**state["history"]), state["test_loss"], model, flops,
+                   state["peak_memory"], batch_size * seq_len, config.lr, "reused")
+    if fresh and partial:
+        partial.unlink(missing_ok=True)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(precision.device)
+    hist = train(model, random_batches(splits.train, batch_size, seq_len, seed=seed), valid, config, precision,
+                 groups=groups(name, model), desc=f"{name} seed {seed} lr {config.lr:g}", progress=progress,
+                 log_dir=log_dir / f"{name}_seed{seed}" if log_dir else None, checkpoint=partial, fingerprint=fp)
+    peak = float(torch.cuda.max_memory_allocated(precision.device)) if cuda else math.nan
+    test_loss = evaluate(model, test, precision) if test is not None else math.nan
+    origin = f"resumed at step {hist.resumed_at}" if hist.resumed_at else "trained"
+    if done:
+        ckpt.save(done, {"fingerprint": fp, "model": model.state_dict(), "history": hist.to_dict(),
+                         "test_loss": test_loss, "peak_memory": peak})
+        partial.unlink(missing_ok=True)
+    return Run(name, seed, count_params(model), hist, test_loss, model, flops, peak, batch_size * seq_len, config.lr,
+               origin)
+
+
+def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits,
+              config: TrainConfig | Mapping[str, TrainConfig], precision: Precision, *, seeds: Sequence[int],
+              batch_size: int, seq_len: int, eval_batches: int, groups: Groups = _default_groups,
+              progress: bool = True, log_dir: Path | None = None, done: Sequence[Run] = (),
+              checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None) -> list[Run]:
     """For each seed and each model: seed, build, train, evaluate once on test. Returns the runs in that order.
-    With ``log_dir``, each run writes TensorBoard logs to <log_dir>/<model>_seed<seed>; with ``checkpoints``, runs
-    are resumed and reused as the module docstring says."""
+    ``config`` may be one per model (e.g. each model's chosen lr); runs already in ``done`` (same model and seed)
+    are reused. ``groups(name, model)`` names the parameter groups whose gradient norms are recorded. With
+    ``log_dir``, each run writes TensorBoard logs to <log_dir>/<model>_seed<seed>."""
     valid = fixed_batches(splits.valid, eval_batches, batch_size, seq_len)
     test = fixed_batches(splits.test, eval_batches, batch_size, seq_len)
-    cuda = precision.device.type == "cuda"
+    reuse = {(r.model, r.seed): r for r in done}
     runs = []
     for seed in seeds:
         for name, build in builders.items():
-            seed_everything(seed)
-            model = build().to(precision.device)
-            flops = forward_flops(model, valid[0][0].to(precision.device))
-            tag = f"{name}_seed{seed}"
-            fp = ckpt.fingerprint(key=key, data=splits.description, model=name, seed=seed, arch=repr(model),
-                                  train=config, batch=(batch_size, seq_len, eval_batches))
-            done = checkpoints / f"{tag}.done.pt" if checkpoints else None
-            if done and not fresh and done.is_file() and (state := ckpt.load(done))["fingerprint"] == fp:
-                model.load_state_dict(state["model"])
-                runs.append(Run(name, seed, count_params(model), History(**state["history"]), state["test_loss"],
-                                model, flops, state["peak_memory"], batch_size * seq_len, "reused"))
-                continue
-            partial = checkpoints / f"{tag}.pt" if checkpoints else None
-            if fresh and partial:
-                partial.unlink(missing_ok=True)
-            if cuda:
-                torch.cuda.reset_peak_memory_stats(precision.device)
-            hist = train(model, random_batches(splits.train, batch_size, seq_len, seed=seed), valid, config,
-                         precision, groups=param_groups(model), desc=f"{name} seed {seed}", progress=progress,
-                         log_dir=log_dir / tag if log_dir else None, checkpoint=partial, fingerprint=fp)
-            peak = float(torch.cuda.max_memory_allocated(precision.device)) if cuda else math.nan
-            origin = f"resumed at step {hist.resumed_at}" if hist.resumed_at else "trained"
-            run = Run(name, seed, count_params(model), hist, evaluate(model, test, precision), model, flops, peak,
-                      batch_size * seq_len, origin)
-            if done:
-                ckpt.save(done, {"fingerprint": fp, "model": model.state_dict(), "history": hist.to_dict(),
-                                 "test_loss": run.test_loss, "peak_memory": peak})
-                partial.unlink(missing_ok=True)
-            runs.append(run)
+            cfg = config[name] if isinstance(config, Mapping) else config
+            runs.append(reuse.get((name, seed)) or run_one(name, build, seed, splits, cfg, precision,
+                                                          batch_size=batch_size, seq_len=seq_len, valid=valid,
+                                                          test=test, groups=groups, progress=progress,
+                                                          log_dir=log_dir, checkpoints=checkpoints, fresh=fresh,
+                                                          key=key))
     return runs
 
 
+def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits, config: TrainConfig,
+            precision: Precision, *, lrs: Sequence[float], seed: int, batch_size: int, seq_len: int,
+            eval_batches: int, progress: bool = True, checkpoints: Path | None = None, fresh: bool = False,
+            key: Mapping | None = None) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
+    """The same small grid for every model: train each model at each lr in ``lrs`` on the first seed and choose the
+    lr with the lowest final validation loss (a rate at which the loss diverges counts as infinite). The test split
+    is not scored here. Returns the chosen lr per model,
+    the grid's table (model × lr → final validation loss) and the grid's runs (for reuse: the chosen run is the
+    first seed's run; its test split is scored once by run_seeds' caller)."""
+    valid = fixed_batches(splits.valid, eval_batches, batch_size, seq_len)
+    runs, rows = [], []
+    for name, build in builders.items():
+        for lr in lrs:
+            try:
+                run = run_one(name, build, seed, splits, dataclasses.replace(config, lr=lr), precision,
+                              batch_size=batch_size, seq_len=seq_len, valid=valid, test=None, progress=progress,
+                              checkpoints=checkpoints, fresh=fresh, key=key)
+                runs.append(run)
+                rows.append({"model": name, "lr": lr, "val_loss": run.history.final_eval_loss})
+            except DivergenceError:  # a rate too high for this model: it cannot be chosen
+                rows.append({"model": name, "lr": lr, "val_loss": math.inf})
+    table = pd.DataFrame(rows).pivot(index="model", columns="lr", values="val_loss").loc[list(builders)]
+    chosen = {name: float(table.loc[name].idxmin()) for name in builders}
+    return chosen, table, [r for r in runs if r.lr == chosen[r.model]]
+
+
+def score_test(runs: Sequence[Run], splits: TokenSplits, precision: Precision, *, batch_size: int, seq_len: int,
+               eval_batches: int) -> list[Run]:
+    """Score the test split once for runs that have not been scored (a tuning run kept as a seed's run)."""
+    test = fixed_batches(splits.test, eval_batches, batch_size, seq_len)
+    for r in runs:
+        if math.isnan(r.test_loss):
+            r.test_loss = evaluate(r.module, test, precision)
+    return list(runs)
+
+
 def summarize(runs: Sequence[Run]) -> pd.DataFrame:
-    """One row per model: parameters, how its runs came about (trained, resumed, reused), final validation loss and perplexity (mean and 95 % t-interval over seeds),
-    test loss, ms/step (median over seeds), tokens/s, FLOPs per forward pass and peak memory."""
+    """One row per model: parameters, lr, how its runs came about (trained, resumed, reused), final validation loss
+    and perplexity (mean and 95 % t-interval over seeds), test loss (mean and interval), ms/step (median over seeds), tokens/s, FLOPs per forward pass, peak
+    memory, and the training steps skipped for non-finite gradients (summed over seeds)."""
     rows = []
     for name in dict.fromkeys(r.model for r in runs):
         rs = [r for r in runs if r.model == name]
         val = mean_ci([r.history.final_eval_loss for r in rs])
         test = mean_ci([r.test_loss for r in rs])
-        rows.append({"model": name, "params": rs[0].n_params, "seeds": len(rs),
+        rows.append({"model": name, "params": rs[0].n_params, "seeds": len(rs), "lr": rs[0].lr,
                      "runs": ", ".join(f"{n} {o}" for o, n in Counter(r.origin for r in rs).items()),
                      "val_loss": val.mean, "val_loss_lo": val.low, "val_loss_hi": val.high,
-                     "val_ppl": math.exp(val.mean), "test_loss": test.mean, "test_ppl": math.exp(test.mean),
+                     "val_ppl": math.exp(val.mean), "test_loss": test.mean, "test_loss_lo": test.low,
+                     "test_loss_hi": test.high, "test_ppl": math.exp(test.mean),
                      "ms_per_step": statistics.median(r.ms_per_step for r in rs),
                      "tokens_per_s": statistics.median(1000 * r.tokens_per_step / r.ms_per_step for r in rs),
                      "gflops_per_forward": rs[0].flops_per_forward / 1e9,
-                     "peak_memory_mb": max(r.peak_memory for r in rs) / 2**20})
+                     "peak_memory_mb": max(r.peak_memory for r in rs) / 2**20,
+                     "skipped_steps": sum(len(r.history.skipped_steps) for r in rs)})
     return pd.DataFrame(rows).set_index("model")
 
 
-def compare_to(runs: Sequence[Run], reference: str, metric=lambda r: r.history.final_eval_loss) -> pd.DataFrame:
-    """Each model against ``reference`` on ``metric`` (default: final validation loss): difference of means,
-    Welch's t and p, Cohen's d."""
-    by_model = {name: [metric(r) for r in runs if r.model == name] for name in dict.fromkeys(r.model for r in runs)}
+def compare_to(runs: Sequence[Run], reference: str, metric=lambda r: r.test_loss) -> pd.DataFrame:
+    """Each model against ``reference`` on ``metric`` (default: the test loss, scored once), paired by seed (the
+    seed fixes the batch stream): mean difference with its 95 % t-interval, paired t and p (uncorrected), d_z."""
+    by_model = {name: {r.seed: metric(r) for r in runs if r.model == name} for name in dict.fromkeys(r.model for r in runs)}
+    ref = by_model[reference]
     rows = []
     for name, values in by_model.items():
-        c = welch(values, by_model[reference])
-        rows.append({"model": name, f"diff_vs_{reference}": c.diff, "welch_t": c.t, "p_value": c.p, "cohens_d": c.d})
+        seeds = sorted(set(values) & set(ref))
+        t = paired_test([values[s] for s in seeds], [ref[s] for s in seeds], claim="below")
+        rows.append({"model": name, f"diff_vs_{reference}": t.interval.mean, "diff_lo": t.interval.low,
+                     "diff_hi": t.interval.high, "paired_t": t.t, "p_value": t.p, "d_z": t.dz})
     return pd.DataFrame(rows).set_index("model")
 
 
@@ -160,3 +230,11 @@ def loss_with_solver(model: nn.Module, solver: str, steps: int, batches: Sequenc
     finally:
         for b, (s, n) in zip(blocks, trained):
             b.solver, b.steps = s, n
+
+
+def grad_ratios(runs: Sequence[Run], arm: str, reference: str, group: str) -> list[float]:
+    """Per seed: the mean gradient norm of ``group`` over the steps ``arm`` took, over the same for ``reference``
+    (seeds share the batch stream, so the ratio is paired)."""
+    ref = {r.seed: r for r in runs if r.model == reference}
+    return [statistics.fmean(r.history.grad_norm[group]) / statistics.fmean(ref[r.seed].history.grad_norm[group])
+            for r in runs if r.model == arm and r.seed in ref]

@@ -19,7 +19,7 @@ from odebook.nn.attention import CausalSelfAttention, MixerBlock, SlidingWindowA
 from odebook.nn.gdn import GatedDeltaNet
 from odebook.nn.hybrid import StateReadAttention
 from odebook.nn.linear_ce import linear_cross_entropy
-from odebook.nn.ode import FIXED_GRID
+from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 
 __all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params"]
 
@@ -114,9 +114,10 @@ def gpt(*, vocab_size: int, d_model: int, n_layer: int, n_head: int, max_seq_len
 def ode_hybrid(*, vocab_size: int, d_model: int, n_layer: int, n_head: int, max_seq_len: int,
                ode_layers: Sequence[int], dropout: float = 0.0, **ode_options) -> LM:
     """The baseline with the consecutive layers ``ode_layers`` replaced by one ODEFlowBlock(**ode_options)."""
+    problem = ode_layers_problem(list(ode_layers), n_layer)
+    if problem:
+        raise ValueError(f"ode_layers = {list(ode_layers)}: {problem}")
     first, last = ode_layers[0], ode_layers[-1]
-    if list(ode_layers) != list(range(first, last + 1)) or not 0 <= first <= last < n_layer:
-        raise ValueError(f"ode_layers must be consecutive indices in 0..{n_layer - 1}, got {list(ode_layers)}")
     blocks: list[nn.Module] = [Block(d_model=d_model, n_head=n_head, dropout=dropout) for _ in range(first)]
     blocks.append(ODEFlowBlock(d_model=d_model, n_head=n_head, **ode_options))
     blocks += [Block(d_model=d_model, n_head=n_head, dropout=dropout) for _ in range(last + 1, n_layer)]
@@ -131,7 +132,8 @@ def depth_shared(*, vocab_size: int, d_model: int, max_seq_len: int, block: nn.M
 
 
 def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_layer: int, max_seq_len: int,
-                 n_freq: int = 16, d_emb: int = 32, gate_width: int = 32, d_state: int = 16) -> LM:
+                 n_freq: int = 16, d_emb: int = 32, gate_width: int = 32, d_state: int = 16, norm: str = "static",
+                 tong_time_mlp: str = "shared") -> LM:
     """The models of study 02, by name. Depth-shared models take ``n_layer`` depth steps.
 
     standard         n_layer independent pre-LN blocks
@@ -142,16 +144,18 @@ def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_lay
     ti_mlp_constant  ti_mlp with t held constant: the adapter structure without time dependence
     ti_mlp_dt        ti_mlp with ODE scaling x + dt·f
     ode_shared       OutputGatedBlock: x + dt·(f_base(x) ⊙ m(t))
-    """
-    d, h = dict(d_model=d_model, n_head=n_head), dict(n_freq=n_freq, gate_width=gate_width)
+
+    ``norm`` ("static" | "temporal") is the LayerNorm of the GatedBlock models; ``tong_time_mlp`` ("shared" |
+    "per_linear") the time MLPs of Tong's block (see odebook.nn.modulated and odebook.nn.hypernet)."""
+    d, h = dict(d_model=d_model, n_head=n_head), dict(n_freq=n_freq, gate_width=gate_width, norm=norm)
     blocks = {
-        "tong": (lambda: HyperBlock(**d, n_freq=n_freq, d_emb=d_emb), "dt", "depth"),
+        "tong": (lambda: HyperBlock(**d, n_freq=n_freq, d_emb=d_emb, time_mlp=tong_time_mlp), "dt", "depth"),
         "ti_mlp": (lambda: GatedBlock(**d, granularity="channel", **h), "direct", "depth"),
         "ti_mlp_full": (lambda: GatedBlock(**d, granularity="full", **h), "direct", "depth"),
         "ti_ssm": (lambda: SSMGatedBlock(**d, d_state=d_state, **h), "direct", "depth"),
         "ti_mlp_constant": (lambda: GatedBlock(**d, granularity="channel", **h), "direct", "constant"),
         "ti_mlp_dt": (lambda: GatedBlock(**d, granularity="channel", **h), "dt", "depth"),
-        "ode_shared": (lambda: OutputGatedBlock(**d, **h), "dt", "depth"),
+        "ode_shared": (lambda: OutputGatedBlock(**d, n_freq=n_freq, gate_width=gate_width), "dt", "depth"),
     }
     if name == "standard":
         return gpt(vocab_size=vocab_size, n_layer=n_layer, max_seq_len=max_seq_len, **d)

@@ -17,6 +17,10 @@ from typing import Any, ClassVar
 
 import yaml
 
+from odebook.nn.hypernet import TIME_MLPS
+from odebook.nn.modulated import NORMS
+from odebook.nn.ode import FIXED_GRID, SENSITIVITIES, SOLVERS, ode_layers_problem, solver_problem
+
 __all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "RetrievalParams",
            "GDNScalingParams", "MixedTrainingParams", "ODESolverParams", "STUDIES",
            "spec",
@@ -200,20 +204,17 @@ class LMParams(Params):
         return errors + _data_problems(self.corpus, self.tokenizer)
 
 
-SOLVER_CHOICES = ("euler", "midpoint", "rk4", "dopri5")
-FIXED_GRID_SOLVERS = ("euler", "midpoint", "rk4")
-SENSITIVITY_CHOICES = ("direct", "adjoint", "reversible")
-
-
 @dataclasses.dataclass
 class ODEHybridParams(LMParams):
     """Fields and checks of the studies that train the ODE hybrid (a GPT whose consecutive layers ``ode_layers``
-    are replaced by one ODE flow block); studies add their solver fields and override defaults."""
+    are replaced by one ODE flow block); studies add their solver fields and override defaults. No dropout anywhere:
+    the vector field must be a deterministic function of (t, H) for the adjoint, adaptive and reversible solves,
+    so the discrete layers go without it too (parity)."""
 
     n_layer: int = spec(6, ge=1, le=48)
     d_model: int = spec(256, ge=8)
     ode_layers: list[int] = spec([2, 3], ge=0, help="consecutive 0-based layers replaced by one ODE flow block")
-    sensitivity: str = spec("direct", choices=SENSITIVITY_CHOICES,
+    sensitivity: str = spec("direct", choices=SENSITIVITIES,
                             help="gradients: backpropagation through the solver, torchdiffeq's adjoint, or reversible "
                                  "(fixed-grid solvers only)")
     rtol: float = spec(1e-3, gt=0.0, help="dopri5 tolerances")
@@ -223,15 +224,22 @@ class ODEHybridParams(LMParams):
 
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()
-        layers = self.ode_layers
-        if not layers:
-            errors.append("key 'ode_layers' = []: must name at least one layer")
-        elif layers != list(range(layers[0], layers[0] + len(layers))):
-            errors.append(f"key 'ode_layers' = {layers}: must be consecutive and increasing, e.g. [2, 3]")
-        elif layers[-1] >= self.n_layer:
-            errors.append(f"key 'ode_layers' = {layers}: layers must lie in 0..{self.n_layer - 1} "
-                          f"(n_layer = {self.n_layer})")
-        return errors
+        problem = ode_layers_problem(self.ode_layers, self.n_layer)
+        return errors + ([f"key 'ode_layers' = {self.ode_layers}: {problem}"] if problem else [])
+
+    def solver_errors(self, solvers: list[str]) -> list[str]:
+        """The fixed-grid rule of ``self.sensitivity`` (odebook.nn.ode.solver_problem) for each of ``solvers``."""
+        problems = [solver_problem(s, self.sensitivity) for s in solvers]
+        return [f"key 'sensitivity' = {self.sensitivity!r}: {pr}" for pr in dict.fromkeys(problems) if pr]
+
+    def model_config(self, vocab_size: int, *, solver: str = "euler", steps: int = 4):
+        """The hybrid these parameters describe (odebook.arms.HybridConfig), for ``vocab_size`` tokens."""
+        from odebook.arms import HybridConfig
+
+        return HybridConfig(vocab_size=vocab_size, d_model=self.d_model, n_layer=self.n_layer, n_head=self.n_head,
+                            max_seq_len=self.max_seq_len, ode_layers=tuple(self.ode_layers), solver=solver,
+                            steps=steps, sensitivity=self.sensitivity, rtol=self.rtol, atol=self.atol,
+                            control_dim=self.control_dim, alpha_init=self.alpha_init)
 
 
 @dataclasses.dataclass
@@ -243,17 +251,23 @@ class GradientFlowParams(ODEHybridParams):
     study: ClassVar[str] = "01_gradient_flow"
 
     n_seeds: int = spec(3, ge=1, le=20, help="independent training runs per model")
-    dropout: float = spec(0.1, ge=0.0, le=0.9)
-    solver: str = spec("euler", choices=SOLVER_CHOICES)
+    solver: str = spec("euler", choices=SOLVERS)
     ode_steps: int = spec(4, ge=1, le=256, help="fixed-grid steps over t in [0, 1] (ignored by dopri5)")
     control_scales: list[float] = spec([0.0, 0.5, 1.0, 2.0, 4.0], ge=0.0, help="scales for the control check")
+    grad_ratio_band: float = spec(10.0, gt=1.0, help="a layer group's gradient norm, hybrid over baseline, must "
+                                                     "lie within [1/band, band] (the source's 'no vanishing, no "
+                                                     "exploding', made relative)")
+    loss_margin: float = spec(0.10, gt=0.0, help="'within 10 % of the baseline': hybrid/baseline test loss < 1 + margin")
+    dynamics_sequences: int = spec(2, ge=1, help="held-out sequences of the dynamics analysis")
+    dynamics_tokens: int = spec(8, ge=1, help="tokens per sequence of the dynamics analysis (Jacobian (T·d)²)")
+    alpha: float = spec(0.05, gt=0.0, le=0.5, help="family-wise significance level (Holm) of the paired tests")
 
     def cross_checks(self) -> list[str]:
-        errors = super().cross_checks()
-        if self.sensitivity == "reversible" and self.solver not in FIXED_GRID_SOLVERS:
-            errors.append(f"key 'sensitivity' = 'reversible': steps back on a fixed grid; solver {self.solver!r} is "
-                          "adaptive")
-        return errors
+        return super().cross_checks() + self.solver_errors([self.solver])
+
+    def model_config(self, vocab_size: int, **override):
+        """Study 01's hybrid: ``solver`` with ``ode_steps`` steps (keyword overrides pass through)."""
+        return super().model_config(vocab_size, **{"solver": self.solver, "steps": self.ode_steps, **override})
 
 
 @dataclasses.dataclass
@@ -268,15 +282,15 @@ class ODESolverParams(ODEHybridParams):
     n_seeds: int = spec(3, ge=1, le=20, help="training runs per integrator")
     seq_len: int = spec(128, ge=2, help="training and evaluation context")
     max_seq_len: int = spec(1088, ge=2, help="positional table; must hold prompt + the longest generation")
-    integrators: list[str] = spec(list(SOLVER_CHOICES), choices=SOLVER_CHOICES)
+    integrators: list[str] = spec(list(SOLVERS), choices=SOLVERS)
     nfe_budget: int = spec(8, ge=4, help="vector-field evaluations per forward of every fixed-grid integrator: "
                                          "euler takes nfe_budget steps, midpoint nfe_budget/2, rk4 nfe_budget/4")
-    sweep_solver: str = spec("rk4", choices=FIXED_GRID_SOLVERS, help="integrator of the sensitivity sweep")
+    sweep_solver: str = spec("rk4", choices=FIXED_GRID, help="integrator of the sensitivity sweep")
     sweep_steps: list[int] = spec([4, 8, 16, 32], ge=1, help="numbers of steps of the sensitivity sweep")
-    sensitivities: list[str] = spec(list(SENSITIVITY_CHOICES), choices=SENSITIVITY_CHOICES)
+    sensitivities: list[str] = spec(list(SENSITIVITIES), choices=SENSITIVITIES)
     timing_repeats: int = spec(3, ge=1, help="timed training steps per sweep point (after one warm-up)")
     memory_growth_limit: float = spec(1.2, gt=1.0, help="peak-memory growth over the sweep that counts as O(1)")
-    generation_solver: str = spec("rk4", choices=FIXED_GRID_SOLVERS, help="the hybrid that generates text")
+    generation_solver: str = spec("rk4", choices=FIXED_GRID, help="the hybrid that generates text")
     generation_lengths: list[int] = spec([256, 1024], ge=1, help="new tokens of the KV-cache speed test")
     prompt_tokens: int = spec(32, ge=1, help="held-out prompt length for generation")
     speedup_target: float = spec(10.0, gt=1.0, help="the source's lower bound for the KV-cache speed-up")
@@ -288,7 +302,7 @@ class ODESolverParams(ODEHybridParams):
 
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()
-        if any(s in self.integrators for s in FIXED_GRID_SOLVERS) and self.nfe_budget % 4:
+        if any(s in self.integrators for s in FIXED_GRID) and self.nfe_budget % 4:
             errors.append(f"key 'nfe_budget' = {self.nfe_budget}: must be a multiple of 4 (rk4 has 4 stages, "
                           "midpoint 2)")
         if self.generation_solver not in self.integrators:
@@ -298,9 +312,7 @@ class ODESolverParams(ODEHybridParams):
             errors.append(f"key 'sensitivities' = {self.sensitivities}: must include 'direct' (the reference)")
         if len(set(self.sweep_steps)) < 2:
             errors.append(f"key 'sweep_steps' = {self.sweep_steps}: needs at least two different step counts")
-        if self.sensitivity == "reversible" and "dopri5" in self.integrators:
-            errors.append("key 'sensitivity' = 'reversible': steps back on a fixed grid; drop 'dopri5' from "
-                          "integrators or choose another sensitivity")
+        errors += self.solver_errors(self.integrators)
         longest = self.prompt_tokens + max(self.generation_lengths + [self.sample_tokens])
         if longest > self.max_seq_len:
             errors.append(f"key 'max_seq_len' = {self.max_seq_len}: generation needs prompt_tokens + the longest "
@@ -338,13 +350,32 @@ class TimeIndexedParams(LMParams):
     gate_width: int = spec(32, ge=1, help="hidden width of the gate MLPs")
     d_state: int = spec(16, ge=1, help="state size N of the SSM")
     rediscretize: list[int] = spec([3, 12], ge=1, help="depth steps at which ODE-style models are re-evaluated")
-    alpha: float = spec(0.05, gt=0.0, le=0.5, help="significance level of the verdicts")
+    norm: str = spec("static", choices=NORMS, help="LayerNorms of the gated models: static (default), or temporal "
+                                                   "as the source's time-indexed MLP")
+    tong_time_mlp: str = spec("shared", choices=TIME_MLPS, help="Tong's block: one time MLP for all generators "
+                                                                "(default), or one per linear as Tong's code")
+    lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3], gt=0.0, le=1.0,
+                                help="learning rates tried per model on the first seed; the lowest final validation "
+                                     "loss chooses (lr is not used)")
+    compression_target: float = spec(3.0, gt=1.0, help="'far fewer parameters': block parameters of the standard "
+                                                       "transformer over the model's, at least this")
+    dynamics_sequences: int = spec(2, ge=1, help="held-out sequences of the dynamics analysis")
+    dynamics_tokens: int = spec(8, ge=1, help="tokens per sequence of the dynamics analysis")
+    alpha: float = spec(0.05, gt=0.0, le=0.5, help="family-wise significance level (Holm) of the verdicts")
 
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()
         if len(set(self.models)) != len(self.models) or not self.models:
             errors.append(f"key 'models' = {self.models}: must name each model at most once, at least one")
+        if len(set(self.lr_grid)) != len(self.lr_grid) or not self.lr_grid:
+            errors.append(f"key 'lr_grid' = {self.lr_grid}: must name each rate at most once, at least one")
         return errors
+
+    def model_config(self, vocab_size: int) -> dict:
+        """Keyword arguments of odebook.models.time_indexed(name, **config) for every model of this study."""
+        return dict(vocab_size=vocab_size, d_model=self.d_model, n_head=self.n_head, n_layer=self.n_layer,
+                    max_seq_len=self.max_seq_len, n_freq=self.n_freq, d_emb=self.d_emb, gate_width=self.gate_width,
+                    d_state=self.d_state, norm=self.norm, tong_time_mlp=self.tong_time_mlp)
 
 
 def _niah_length_problems(curriculum: list[int], tokenizer: str, max_seq_len: int) -> list[str]:

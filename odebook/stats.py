@@ -12,7 +12,8 @@ import numpy as np
 from scipy import stats
 
 __all__ = ["Interval", "mean_ci", "OUTCOMES", "decide", "Verdict", "Comparison", "welch", "lower_is_held", "claim_lower", "all_of",
-           "paired_difference", "PowerLaw", "power_law_fit"]
+           "paired_difference", "PowerLaw", "power_law_fit", "PairedTest", "paired_test", "holm", "paired_outcome",
+           "holm_verdicts"]
 
 
 @dataclass(frozen=True)
@@ -181,3 +182,83 @@ def power_law_fit(n: Sequence[float], loss: Sequence[float]) -> PowerLaw:
     else:
         low = high = math.nan
     return PowerLaw(float(a * scale**alpha), float(alpha), float(c), low, high, len(x))
+
+
+# -- paired comparisons across seeds, Holm's correction across a study's verdicts --------------------------------
+@dataclass(frozen=True)
+class PairedTest:
+    """A claim about paired values (seed i of a against seed i of b, which shared the batch stream): the mean
+    difference (or mean log ratio) with its t-interval, the paired t-test's two-sided p-value of "the mean equals
+    ``threshold``" (scipy.stats.ttest_rel), the effect size d_z = mean(d − threshold) / sd(d), and the claimed side."""
+
+    claim: str  # "below" or "above": the mean difference lies below / above threshold
+    threshold: float
+    interval: Interval
+    t: float
+    p: float
+    dz: float
+    log: bool  # values compared as log(a / b)
+
+    def evidence(self, label: str = "") -> str:
+        what = "mean log(a/b)" if self.log else "mean a − b"
+        head = f"{label}: " if label else ""
+        return (f"{head}{what} = {self.interval} vs {self.threshold:+.4g}, paired t = {self.t:.3g}, p = {self.p:.3g}, "
+                f"d_z = {self.dz:+.2f}")
+
+
+def paired_test(a: Sequence[float], b: Sequence[float], *, claim: str, threshold: float = 0.0,
+                log: bool = False, level: float = 0.95) -> PairedTest:
+    """Paired t-test of d_i = a_i − b_i (or log(a_i / b_i) with ``log``) against ``threshold``."""
+    if claim not in ("below", "above"):
+        raise ValueError(f"claim must be 'below' or 'above', got {claim!r}")
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"paired values need equal lengths, got {len(x)} and {len(y)}")
+    d = np.log(x / y) if log else x - y
+    interval = mean_ci(d, level)
+    sd = float(d.std(ddof=1)) if len(d) > 1 else math.nan
+    if len(d) < 2 or not sd > 0:
+        return PairedTest(claim, threshold, interval, math.nan, math.nan, math.nan, log)
+    res = stats.ttest_rel(x if not log else d, (y if not log else np.zeros_like(d)) + threshold)
+    return PairedTest(claim, threshold, interval, float(res.statistic), float(res.pvalue),
+                      (float(d.mean()) - threshold) / sd, log)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error control): sort ascending, multiply the k-th smallest
+    (k = 0 …) by m − k, keep them non-decreasing, cap at 1. NaN p-values stay NaN and do not count in m."""
+    p = np.asarray(pvalues, dtype=float)
+    idx = [i for i in np.argsort(p) if not math.isnan(p[i])]
+    m, out, running = len(idx), [math.nan] * len(p), 0.0
+    for k, i in enumerate(idx):
+        running = max(running, min(1.0, (m - k) * p[i]))
+        out[i] = running
+    return out
+
+
+def paired_outcome(test: PairedTest, p_adjusted: float, alpha: float) -> str:
+    """'held' when the Holm-adjusted p is below ``alpha`` and the mean lies on the claimed side of the threshold,
+    'not held' when it is below ``alpha`` on the other side, else 'inconclusive' (too few seeds, no variation, or
+    no significant difference). This is ``decide`` with the interval's level set by Holm's procedure."""
+    if math.isnan(p_adjusted) or p_adjusted >= alpha:
+        return "inconclusive"
+    below = test.interval.mean < test.threshold
+    return "held" if below == (test.claim == "below") else "not held"
+
+
+def holm_verdicts(tests: dict[str, list[PairedTest]], alpha: float, scale: str = "",
+                  notes: dict[str, str] | None = None) -> list[Verdict]:
+    """One Verdict per claim; a claim made of several paired tests (all must hold; any not held makes it not held)
+    gets each test's outcome. Every test of every claim is one member of the Holm family."""
+    flat = [(claim, t) for claim, ts in tests.items() for t in ts]
+    adjusted = holm([t.p for _, t in flat])
+    verdicts = []
+    for claim, ts in tests.items():
+        rows = [(t, q) for (c, t), q in zip(flat, adjusted) if c == claim]
+        outcomes = [paired_outcome(t, q, alpha) for t, q in rows]
+        outcome = ("not held" if "not held" in outcomes else "inconclusive" if "inconclusive" in outcomes
+                   else "held")
+        evidence = "; ".join(f"{t.evidence()}, Holm p = {q:.3g}" for t, q in rows)
+        note = (notes or {}).get(claim)
+        verdicts.append(Verdict(claim, outcome, f"{evidence}{f' — {note}' if note else ''}", scale))
+    return verdicts

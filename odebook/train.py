@@ -1,7 +1,9 @@
 """The training loop every study uses.
 
 AdamW with gradient clipping; per step the loss, the time (device synchronised) and the gradient norm in total and
-per named group of parameters, measured before clipping; held-out evaluation at intervals on a fixed list of
+per named group of parameters, measured before clipping — only for steps the optimiser took: a step whose gradients
+are not finite (an fp16 overflow the GradScaler skips) is counted in ``skipped_steps`` and left out of the gradient
+statistics; held-out evaluation at intervals on a fixed list of
 batches; the precision policy of ``odebook.runtime``; a guard that stops a run whose loss is no longer finite, keeping the
 metrics recorded so far on the exception; opt-in TensorBoard logs of the same numbers; checkpoints every
 ``checkpoint_interval`` steps that a re-run resumes from bit for bit (``odebook.checkpoint``); and data-parallel
@@ -55,18 +57,20 @@ class History:
 
     step: list[int] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
-    grad_norm: dict[str, list[float]] = field(default_factory=dict)  # "total" and one per group
+    grad_norm: dict[str, list[float]] = field(default_factory=dict)  # "total" and one per group, at grad_step
+    grad_step: list[int] = field(default_factory=list)  # steps the optimiser took (finite gradients)
+    skipped_steps: list[int] = field(default_factory=list)  # steps skipped for non-finite gradients (fp16 overflow)
     step_time: list[float] = field(default_factory=list)  # seconds, device synchronised
     eval_step: list[int] = field(default_factory=list)
     eval_loss: list[float] = field(default_factory=list)
     resumed_at: int = 0  # the step a resumed run restarted from (0: trained from the start)
 
     def grad_stats(self, group: str = "total", vanishing: float = 1e-6, exploding: float = 100.0) -> dict:
-        """Whether every gradient norm of ``group`` was finite, how many steps fell below ``vanishing`` or rose
-        above ``exploding``, and the mean norm."""
+        """Over the steps the optimiser took: whether every gradient norm of ``group`` was finite, how many fell
+        below ``vanishing`` or rose above ``exploding``, the mean norm; and how many steps were skipped."""
         g = torch.tensor(self.grad_norm[group], dtype=torch.float64)
         return {"finite": bool(torch.isfinite(g).all()), "vanishing": int((g < vanishing).sum()),
-                "exploding": int((g > exploding).sum()), "mean": g.mean().item()}
+                "exploding": int((g > exploding).sum()), "mean": g.mean().item(), "skipped": len(self.skipped_steps)}
 
     @property
     def final_eval_loss(self) -> float:
@@ -202,17 +206,26 @@ def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, 
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
-        for name, ps in groups.items():  # all norms are taken before clipping
-            hist.grad_norm[name].append(grad_norm(ps))
+        norms = {name: grad_norm(ps) for name, ps in groups.items()}  # all norms are taken before clipping
         total = torch.nn.utils.clip_grad_norm_(params, config.grad_clip).item()
-        scaler.step(optimizer)
-        scaler.update()
+        taken = math.isfinite(total)  # a GradScaler skips exactly such a step (inf/NaN in some gradient)
+        if scaler.is_enabled():
+            scaler.step(optimizer)  # skips the update itself when the unscaled gradients are not finite
+            scaler.update()
+        elif taken:
+            optimizer.step()
         synchronize(precision.device)
         hist.step_time.append(time.perf_counter() - t0)
 
         hist.step.append(step)
         hist.loss.append(value)
-        hist.grad_norm["total"].append(total)
+        if taken:  # gradient statistics only from steps the optimiser took
+            hist.grad_step.append(step)
+            hist.grad_norm["total"].append(total)
+            for name, norm in norms.items():
+                hist.grad_norm[name].append(norm)
+        else:
+            hist.skipped_steps.append(step)
         if step % config.eval_interval == 0 or step == config.steps:
             hist.eval_step.append(step)
             hist.eval_loss.append(distributed.on_main(lambda: evaluate(model, eval_batches, precision,

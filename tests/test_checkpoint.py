@@ -102,4 +102,5 @@ def test_run_seeds_reuses_finished_runs_and_retrains_changed_ones(tmp_path):
     assert all(torch.equal(a.module.head.weight, b.module.head.weight) for a, b in zip(first, again))
     assert [r.origin for r in go(lr=2e-2)] == ["trained", "trained"]
     assert [r.origin for r in go(lr=2e-2, fresh=True)] == ["trained", "trained"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny_seed0.done.pt", "tiny_seed1.done.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [  # finished runs only: no partial checkpoint is left
+        f"tiny_seed{s}_lr{lr}.done.pt" for s in (0, 1) for lr in ("0.01", "0.02")]

@@ -21,12 +21,13 @@ def test_gpt2_tokenizer_from_the_mirror():
 
 def test_wikitext2_mirror_splits_are_disjoint_and_described():
     corpus = data.load_corpus("wikitext2")
-    assert len(corpus.train) > 1_000_000 and len(corpus.valid) > 500_000 and len(corpus.test) > 500_000
-    # validation and test are the two halves of the official test split, cut at an article heading
-    assert corpus.test.startswith(" = ") and not corpus.test.startswith(" = = ")
+    assert len(corpus.train) > 10_000_000 and len(corpus.valid) > 1_000_000 and len(corpus.test) > 1_000_000
+    # the official train, validation and test splits of the tokenized version (2,088,628 tokens counting <eos>)
+    assert sum(len(line.split()) + 1 for line in corpus.train.splitlines()) == 2_088_628
     assert corpus.valid[-2000:] not in corpus.test and corpus.test[:2000] not in corpus.valid
     assert corpus.train[:2000] not in corpus.valid + corpus.test
-    assert "train = the official validation split" in corpus.description
+    assert corpus.valid[:2000] not in corpus.train and corpus.test[:2000] not in corpus.train
+    assert "trained on the official train split" in corpus.description and "wikitext-2-v1" in corpus.description
 
 
 def test_tokenize_reports_counts():
@@ -37,7 +38,7 @@ def test_tokenize_reports_counts():
 
 def test_missing_mirror_files_give_a_message_that_says_how(monkeypatch, tmp_path):
     monkeypatch.setenv("ODEBOOK_DATA", str(tmp_path))
-    with pytest.raises(data.DataError, match="has no wikitext-2/wiki.valid.tokens.*tiktoken.*set ODEBOOK_DATA"):
+    with pytest.raises(data.DataError, match="has no wikitext-2/wiki.train.tokens.*wiki.valid.tokens.*tiktoken.*set ODEBOOK_DATA"):
         data.check_data("wikitext2", "gpt2")
     monkeypatch.setenv("ODEBOOK_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(data.DataError, match="is not a directory"):

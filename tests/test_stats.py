@@ -82,3 +82,54 @@ def test_paired_difference_interval():
     d = paired_difference(a, b)
     assert d.mean == pytest.approx(0.5) and 0.35 < d.low < 0.5 < d.high < 0.65
     assert paired_difference([1, 1, 1], [0, 0, 0]).low == 1.0  # no variation: a degenerate interval
+
+
+def test_paired_test_matches_scipy_ttest_rel_and_its_interval_is_the_one_sample_t_interval():
+    from scipy import stats as sps
+
+    from odebook.stats import paired_test
+
+    a = [2.10, 2.05, 2.20, 2.15, 2.08]
+    b = [2.20, 2.12, 2.24, 2.25, 2.11]
+    t = paired_test(a, b, claim="below")
+    ref = sps.ttest_rel(a, b)
+    assert t.t == pytest.approx(ref.statistic, rel=1e-12) and t.p == pytest.approx(ref.pvalue, rel=1e-12)
+    d = [x - y for x, y in zip(a, b)]
+    ci = sps.t.interval(0.95, len(d) - 1, loc=sum(d) / 5, scale=sps.sem(d))
+    assert (t.interval.low, t.interval.high) == pytest.approx(ci, rel=1e-12)
+    assert t.dz == pytest.approx((sum(d) / 5) / sps.tstd(d), rel=1e-12)
+    # against a threshold, on the log scale: the one-sample test of log(a/b) − log(1.1)
+    r = paired_test(a, b, claim="below", threshold=math.log(1.1), log=True)
+    ref = sps.ttest_1samp([math.log(x / y) for x, y in zip(a, b)], math.log(1.1))
+    assert r.p == pytest.approx(ref.pvalue, rel=1e-12)
+    assert math.isnan(paired_test([1.0], [2.0], claim="below").p)  # one seed: no test
+    assert math.isnan(paired_test([1.0, 2.0], [2.0, 3.0], claim="below").p)  # constant difference: nothing varies
+
+
+def test_holm_adjusts_a_textbook_family():
+    """Holm (1979) by hand: p = (0.01, 0.04, 0.03, 0.005), m = 4 → sorted 0.005·4, 0.01·3, 0.03·2, 0.04·1, made
+    non-decreasing: 0.02, 0.03, 0.06, 0.06."""
+    from odebook.stats import holm
+
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    adj = holm([0.01, math.nan, 0.02])
+    assert adj[0] == pytest.approx(0.02) and math.isnan(adj[1]) and adj[2] == pytest.approx(0.02)
+
+
+def test_holm_verdicts_reach_held_not_held_and_inconclusive():
+    from odebook.stats import holm_verdicts, paired_test
+
+    low = [1.00, 1.10, 0.90, 1.05, 0.95]
+    high = [2.02, 2.11, 1.93, 2.04, 1.97]
+    tests = {"a below b": [paired_test(low, high, claim="below")],
+             "b below a": [paired_test(high, low, claim="below")],
+             "noise": [paired_test(low, [1.02, 1.05, 0.93, 1.04, 0.99], claim="below")],
+             "both": [paired_test(low, high, claim="below"), paired_test(high, low, claim="below")]}
+    out = {v.claim: v.outcome for v in holm_verdicts(tests, alpha=0.05)}
+    assert out == {"a below b": "held", "b below a": "not held", "noise": "inconclusive", "both": "not held"}
+    # with a family of 100 tests the same evidence no longer survives the correction
+    one = paired_test([x + d for x, d in zip(low, [-0.1, -0.05, -0.12, 0.01, -0.08])], low, claim="below")
+    assert 0.01 < one.p < 0.05 and holm_verdicts({"alone": [one]}, alpha=0.05)[0].outcome == "held"
+    many = {f"c{i}": [one] for i in range(10)}
+    assert {v.outcome for v in holm_verdicts(many, alpha=0.05)} == {"inconclusive"}

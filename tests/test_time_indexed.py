@@ -108,3 +108,24 @@ def test_selective_scan_equals_its_closed_form():
             y[:, t] += (C[:, t, None, :] * decay * (delta[:, s] * u[:, s])[..., None] * B[:, s, None, :]).sum(-1)
     y += D_ * u
     torch.testing.assert_close(selective_scan(u, delta, A, B, C, D_), y)
+
+
+@pytest.mark.parametrize("name", ["ti_mlp", "ti_ssm", "tong"])
+def test_source_faithful_options_are_causal_and_add_the_stated_parameters(name):
+    torch.manual_seed(0)
+    faithful = models.time_indexed(name, **SHAPE, norm="temporal", tong_time_mlp="per_linear")
+    assert_causal(faithful, V, P, positions=[0, 5, P - 1])
+    extra = 4 * ((2 * S + 1) * E + E + E * E + E) if name == "tong" else time_mlp(4 * D)  # 4 more TimeMLPs / LN MLP
+    assert models.count_params(faithful) == FORMULAS[name] + extra
+
+
+def test_temporal_layernorm_starts_as_the_static_block():
+    torch.manual_seed(0)
+    static = GatedBlock(d_model=D, n_head=H, n_freq=S, gate_width=W)
+    temporal = GatedBlock(d_model=D, n_head=H, n_freq=S, gate_width=W, norm="temporal")
+    temporal.load_state_dict(static.state_dict(), strict=False)
+    x = torch.randn(2, 5, D)
+    assert torch.allclose(static(x, 0.3, 0.5), temporal(x, 0.3, 0.5), atol=1e-6)
+    with torch.no_grad():
+        temporal.norm_time.net[-1].bias.fill_(0.5)  # a trained shift changes the output
+    assert not torch.allclose(static(x, 0.3, 0.5), temporal(x, 0.3, 0.5), atol=1e-3)

@@ -124,3 +124,45 @@ def test_train_config_from_parameters_takes_their_optimisation_settings():
     assert TrainConfig.from_params(p) == TrainConfig(steps=70, lr=1e-3, weight_decay=0.1, grad_clip=0.5,
                                                      eval_interval=50, checkpoint_interval=100)
     assert TrainConfig.from_params(p, steps=9).steps == 9
+
+
+def test_a_step_with_inf_gradients_is_skipped_counted_and_left_out_of_the_gradient_statistics():
+    """fp16 autocast with an enabled GradScaler (on the CPU here): a gradient hook makes step 3's gradients infinite
+    while its loss stays finite. The scaler skips that update; the history counts it and keeps no norm from it."""
+    from odebook.runtime import Precision
+
+    fp16 = Precision(torch.device("cpu"), torch.float16)
+    assert fp16.scaler().is_enabled()
+    seed_everything(0)
+    model = tiny("baseline")
+    calls = {"n": 0}
+
+    def poison(grad):
+        calls["n"] += 1
+        return grad * math.inf if calls["n"] == 3 else grad
+
+    model.tok_emb.weight.register_hook(poison)
+    before = {}
+
+    def loss_fn(m, batch):
+        before[calls["n"] + 1] = m.head.weight.detach().clone()
+        return lm_loss(m, batch)
+
+    hist = train(model, random_batches(TOKENS, 4, 16, seed=0), fixed_batches(TOKENS, 1, 4, 16),
+                 TrainConfig(steps=5, lr=1e-3, eval_interval=5), fp16, groups=param_groups(model), loss_fn=loss_fn,
+                 progress=False)
+    assert hist.skipped_steps == [3] and hist.grad_step == [1, 2, 4, 5] and len(hist.loss) == 5
+    assert all(len(v) == 4 and all(map(math.isfinite, v)) for v in hist.grad_norm.values())
+    assert torch.equal(before[3], before[4])  # the optimiser did not move the weights at step 3
+    assert not torch.equal(before[2], before[3])  # …but did at step 2
+    assert hist.grad_stats("total")["skipped"] == 1 and hist.grad_stats("total")["finite"]
+
+
+def test_fp32_steps_with_non_finite_gradients_are_skipped_too():
+    seed_everything(0)
+    model = tiny("baseline")
+    model.head.weight.register_hook(lambda g: g * math.nan)
+    hist = train(model, random_batches(TOKENS, 4, 16, seed=0), fixed_batches(TOKENS, 1, 4, 16),
+                 TrainConfig(steps=2, lr=1e-3, eval_interval=2), CPU, progress=False)
+    assert hist.skipped_steps == [1, 2] and hist.grad_norm["total"] == []
+    assert all(torch.isfinite(p).all() for p in model.parameters())

@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["sinusoidal_embedding", "TimeMLP", "DepthStack", "CONSTANT_T"]
+__all__ = ["sinusoidal_embedding", "TimeMLP", "DepthStack", "Repeated", "CONSTANT_T"]
 
 CONSTANT_T = 0.5
 
@@ -62,4 +62,18 @@ class DepthStack(nn.Module):
         h = 1.0 / self.steps if self.residual == "dt" else 1.0
         for t in self.times():
             x = self.block(x, t, h)
+        return x
+
+
+class Repeated(nn.Module):
+    """One residual block applied ``times`` times with the same weights: x ← block(x) (study 01's weight-shared
+    control, as many applications as the ODE block evaluates its field)."""
+
+    def __init__(self, block: nn.Module, *, times: int):
+        super().__init__()
+        self.block, self.times = block, times
+
+    def forward(self, x: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
+        for _ in range(self.times):
+            x = self.block(x)
         return x

@@ -7,6 +7,10 @@ x ← x + h · [attn(LN₁ x; W(t)) + mlp(LN₂ x; W(t))]. Run it with DepthStac
 
 Parameters (d model width, S frequencies, E = d_emb):
   TimeMLP (2S + 1)·E + E + E·E + E;  generators (E + 1)·(12d² + 9d);  LayerNorms 4·E·d.
+
+``time_mlp``: "shared" (default) — one TimeMLP e(t) feeds every generator and the LayerNorms; "per_linear" — as
+Tong et al.'s code, each time-dependent linear layer (qkv, proj, fc, out) has its own TimeMLP, and the LayerNorms a
+fifth (5 TimeMLPs instead of 1).
 """
 
 from __future__ import annotations
@@ -20,15 +24,21 @@ from torch import nn
 from odebook.nn.attention import causal_attention, gelu_mlp
 from odebook.nn.depth import TimeMLP
 
-__all__ = ["HyperBlock"]
+__all__ = ["HyperBlock", "TIME_MLPS"]
+
+TIME_MLPS = ("shared", "per_linear")
 
 
 class HyperBlock(nn.Module):
-    def __init__(self, *, d_model: int, n_head: int, n_freq: int = 16, d_emb: int = 32):
+    def __init__(self, *, d_model: int, n_head: int, n_freq: int = 16, d_emb: int = 32, time_mlp: str = "shared"):
         super().__init__()
+        if time_mlp not in TIME_MLPS:
+            raise ValueError(f"time_mlp must be one of {TIME_MLPS}, got {time_mlp!r}")
         d = d_model
         self.d, self.n_head = d, n_head
         self.embed = TimeMLP(n_freq=n_freq, width=d_emb, out=d_emb)
+        self.per_linear = nn.ModuleDict({k: TimeMLP(n_freq=n_freq, width=d_emb, out=d_emb)
+                                         for k in ("qkv", "proj", "fc", "out")}) if time_mlp == "per_linear" else None
         # (out features, in features) of each generated matrix; each generator also emits the bias (out features)
         self.shapes = {"qkv": (3 * d, d), "proj": (d, d), "fc": (4 * d, d), "out": (d, 4 * d)}
         self.gen = nn.ModuleDict({k: nn.Linear(d_emb, o * i + o) for k, (o, i) in self.shapes.items()})
@@ -43,7 +53,7 @@ class HyperBlock(nn.Module):
         e = self.embed(t)
         out = {}
         for name, (o, i) in self.shapes.items():
-            flat = self.gen[name](e)
+            flat = self.gen[name](self.per_linear[name](t) if self.per_linear is not None else e)
             out[f"{name}_w"], out[f"{name}_b"] = flat[: o * i].view(o, i), flat[o * i:]
         for k in ("1", "2"):
             out[f"ln{k}_w"] = 1 + e @ self.ln[f"w{k}"]

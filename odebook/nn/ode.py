@@ -29,12 +29,42 @@ from odebook.nn.attention import MLP, CausalSelfAttention
 from odebook.nn.kv_cache import KVCache
 
 __all__ = ["VectorField", "ODEFlowBlock", "euler_reference", "SOLVERS", "FIXED_GRID", "SENSITIVITIES",
-           "STAGES"]
+           "STAGES", "solver_problem", "ode_layers_problem", "evaluations_per_forward"]
 
 SOLVERS = ("euler", "midpoint", "rk4", "dopri5")
 FIXED_GRID = ("euler", "midpoint", "rk4")
 STAGES = {"euler": 1, "midpoint": 2, "rk4": 4}  # vector-field evaluations per step of each fixed-grid solver
 SENSITIVITIES = ("direct", "adjoint", "reversible")
+
+
+def solver_problem(solver: str, sensitivity: str) -> str | None:
+    """Why ``solver`` with ``sensitivity`` cannot run, or None: the one place of the rule that the reversible mode
+    needs a fixed grid."""
+    if solver not in SOLVERS:
+        return f"unknown solver {solver!r}; allowed: {', '.join(SOLVERS)}"
+    if sensitivity not in SENSITIVITIES:
+        return f"unknown sensitivity {sensitivity!r}; allowed: {', '.join(SENSITIVITIES)}"
+    if sensitivity == "reversible" and solver not in FIXED_GRID:
+        return f"steps back on a fixed grid; solver {solver!r} is adaptive"
+    return None
+
+
+def ode_layers_problem(layers: list[int], n_layer: int) -> str | None:
+    """Why ``layers`` cannot be replaced by one ODE block in an ``n_layer`` stack, or None: they must be
+    consecutive, increasing 0-based indices inside the stack."""
+    layers = list(layers)
+    if not layers:
+        return "must name at least one layer"
+    if layers != list(range(layers[0], layers[0] + len(layers))):
+        return "must be consecutive and increasing, e.g. [2, 3]"
+    if layers[0] < 0 or layers[-1] >= n_layer:
+        return f"layers must lie in 0..{n_layer - 1} (n_layer = {n_layer})"
+    return None
+
+
+def evaluations_per_forward(solver: str, steps: int) -> int | None:
+    """Vector-field evaluations of one forward solve on a fixed grid (None for adaptive solvers)."""
+    return STAGES[solver] * steps if solver in STAGES else None
 
 
 class VectorField(nn.Module):
@@ -84,12 +114,9 @@ class ODEFlowBlock(nn.Module):
                  solver: str = "euler", steps: int = 4, sensitivity: str = "direct", rtol: float = 1e-3,
                  atol: float = 1e-4):
         super().__init__()
-        if solver not in SOLVERS:
-            raise ValueError(f"unknown solver {solver!r}; allowed: {', '.join(SOLVERS)}")
-        if sensitivity not in SENSITIVITIES:
-            raise ValueError(f"unknown sensitivity {sensitivity!r}; allowed: {', '.join(SENSITIVITIES)}")
-        if sensitivity == "reversible" and solver not in FIXED_GRID:
-            raise ValueError(f"the reversible mode steps back on a fixed grid; solver {solver!r} is adaptive")
+        problem = solver_problem(solver, sensitivity)
+        if problem:
+            raise ValueError(f"sensitivity {sensitivity!r}, solver {solver!r}: {problem}")
         self.field = VectorField(d_model=d_model, n_head=n_head, control_dim=control_dim, alpha_init=alpha_init)
         self.solver, self.steps, self.sensitivity, self.rtol, self.atol = solver, steps, sensitivity, rtol, atol
 

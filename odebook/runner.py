@@ -27,7 +27,7 @@ from importlib import metadata
 from unittest import mock
 from pathlib import Path
 
-from odebook.params import STUDIES, ParamError, Params, load_yaml
+from odebook.params import ParamError, Params, validate_values
 from odebook.runtime import ALLOCATOR_ENV, device_name, resolve_device
 
 __all__ = ["Book", "RunResult", "run_book", "main"]
@@ -66,17 +66,13 @@ def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Para
     """Check every notebook exists and its parameter file is valid; collect all problems into one ParamError."""
     problems, ok = [], {}
     for name in names:
-        path = book.params / profile / f"{name}.yaml"
         if not (book.notebooks / f"{name}.py").is_file():
             problems.append(f"{book.notebooks / name}.py: no such notebook; known: {', '.join(book.all_notebooks())}")
-        elif name not in STUDIES:
-            problems.append(f"{path}: no parameter schema for '{name}' in odebook.params.STUDIES")
-        else:
-            try:
-                values = load_yaml(path)
-                ok[name] = (STUDIES[name].from_mapping(values, source=str(path)), values)
-            except ParamError as err:
-                problems.append(str(err))
+            continue
+        try:
+            ok[name] = validate_values(name, book.params / profile / f"{name}.yaml")
+        except ParamError as err:
+            problems.append(str(err))
     if problems:
         raise ParamError("\n".join(problems))
     return ok

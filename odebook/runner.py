@@ -4,7 +4,9 @@
 and stops before any compute if one is wrong. Each notebook then runs in a staging folder; on success it replaces
 ``outputs/<profile>/<notebook>/``, on failure it is rendered with its error into ``<notebook>.failed/`` and the
 last successful outputs stay untouched. A failing notebook does not stop the others; the exit status is 1 when any
-failed, 2 when the parameters are invalid.
+failed, 2 when the parameters, the profile or a notebook name are invalid (then nothing ran). The profile must be a
+folder name under ``params/`` and each notebook a name under ``notebooks/``; nothing outside ``outputs/`` is ever
+replaced or deleted.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from odebook.runtime import ALLOCATOR_ENV, device_name, resolve_device
 __all__ = ["Book", "RunResult", "run_book", "main"]
 
 KERNEL_NAME = "odebook-runner"
+EXIT_NOTEBOOK_FAILED = 1  # a notebook raised: the others ran, the failed one is rendered with its error
+EXIT_BAD_PARAMETERS = 2   # a parameter file, profile or notebook name is wrong: nothing ran
 PACKAGES = ("torch", "torchdiffeq", "numpy", "scipy", "pandas", "matplotlib", "datasets", "tiktoken", "papermill",
             "jupytext", "nbconvert", "fla-core")
 
@@ -52,6 +56,25 @@ class Book:
     def all_notebooks(self) -> list[str]:
         return sorted(p.stem for p in self.notebooks.glob("[0-9][0-9]_*.py"))
 
+    def profiles(self) -> list[str]:
+        return sorted(p.name for p in self.params.iterdir() if p.is_dir()) if self.params.is_dir() else []
+
+    def profile_outputs(self, profile: str) -> Path:
+        """outputs/<profile>, for a profile that is a folder name under params/ (anything else is a ParamError:
+        the profile becomes a path the runner writes into and ``make clean-outputs`` deletes)."""
+        if profile not in self.profiles():
+            raise ParamError(f"profile {profile!r}: not a folder of {self.params}; known profiles: "
+                             f"{', '.join(self.profiles())}")
+        return _inside(self.outputs / profile, self.outputs)
+
+
+def _inside(path: Path, root: Path) -> Path:
+    """``path`` itself, after checking that it lies strictly inside ``root``: nothing outside outputs/ is ever
+    replaced or deleted."""
+    if root.resolve() not in path.resolve().parents:
+        raise ParamError(f"{path}: lies outside {root}; refusing to write or delete it")
+    return path
+
 
 @dataclass
 class RunResult:
@@ -64,10 +87,12 @@ class RunResult:
 # -- validation ---------------------------------------------------------------------------------------------------
 def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Params, dict]]:
     """Check every notebook exists and its parameter file is valid; collect all problems into one ParamError."""
+    book.profile_outputs(profile)
     problems, ok = [], {}
     for name in names:
-        if not (book.notebooks / f"{name}.py").is_file():
-            problems.append(f"{book.notebooks / name}.py: no such notebook; known: {', '.join(book.all_notebooks())}")
+        if name not in book.all_notebooks():  # a name, not a path: it becomes outputs/<profile>/<name>
+            problems.append(f"notebook {name!r}: no such notebook in {book.notebooks}; known: "
+                            f"{', '.join(book.all_notebooks())}")
             continue
         try:
             ok[name] = validate_values(name, book.params / profile / f"{name}.yaml")
@@ -138,8 +163,8 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
     import jupytext
     import papermill
 
-    out_root = book.outputs / profile
-    stage = out_root / f".{name}.running"
+    out_root = book.profile_outputs(profile)
+    stage = _inside(out_root / f".{name}.running", book.outputs)
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     ipynb = stage / f"{name}.ipynb"
@@ -166,10 +191,10 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
     }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
     if error:
-        _replace_dir(stage, out_root / f"{name}.failed")
+        _replace_dir(stage, _inside(out_root / f"{name}.failed", book.outputs))
     else:
-        _replace_dir(stage, out_root / name)
-        shutil.rmtree(out_root / f"{name}.failed", ignore_errors=True)
+        _replace_dir(stage, _inside(out_root / name, book.outputs))
+        shutil.rmtree(_inside(out_root / f"{name}.failed", book.outputs), ignore_errors=True)
     return RunResult(name, not error, seconds, error)
 
 
@@ -187,7 +212,7 @@ def _fmt(v) -> str:
 
 def write_index(book: Book, profile: str) -> Path:
     """outputs/<profile>/index.html: every notebook with its status, run time, headline numbers and report."""
-    out_root = book.outputs / profile
+    out_root = book.profile_outputs(profile)
     out_root.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in book.all_notebooks():
@@ -240,20 +265,31 @@ def run_book(book: Book, profile: str, names: list[str] | None = None) -> list[R
     return results
 
 
+def clean(book: Book, profile: str) -> Path:
+    """Delete outputs/<profile> (``make clean-outputs``): a known profile's folder inside outputs/, nothing else."""
+    out = book.profile_outputs(profile)
+    shutil.rmtree(out, ignore_errors=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m odebook.runner", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", help="notebook names, e.g. 01_gradient_flow (default: all)")
     parser.add_argument("--profile", default="cpu", help="params/<profile>/ to use (smoke, cpu, t4)")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="the book's root folder")
+    parser.add_argument("--clean", action="store_true", help="delete outputs/<profile> instead of running")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("papermill").setLevel(logging.INFO)
     try:
+        if args.clean:
+            print(f"deleted {clean(Book.at(args.root), args.profile)}")
+            return 0
         results = run_book(Book.at(args.root), args.profile, args.notebooks or None)
     except ParamError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0 if all(r.ok for r in results) else 1
+        return EXIT_BAD_PARAMETERS
+    return 0 if all(r.ok for r in results) else EXIT_NOTEBOOK_FAILED
 
 
 if __name__ == "__main__":

@@ -109,3 +109,13 @@ def test_every_notebook_runs_with_the_smoke_profile(tmp_path):
         assert list((out / "figures").glob("*.png")), f"{name} saved no figure"
         assert (out / f"{name}.html").stat().st_size > 10_000
     assert (tmp_path / "smoke" / "index.html").is_file()
+
+
+def test_pre_commit_runs_make_sync_on_notebooks(root):
+    import re
+
+    import yaml
+
+    (hook,) = yaml.safe_load((root / ".pre-commit-config.yaml").read_text())["repos"][0]["hooks"]
+    assert hook["entry"] == "make sync" and not hook["pass_filenames"]
+    assert re.search(hook["files"], "notebooks/01_gradient_flow.ipynb") and re.search(hook["files"], "notebooks/x.py")

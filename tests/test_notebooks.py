@@ -119,3 +119,17 @@ def test_pre_commit_runs_make_sync_on_notebooks(root):
     (hook,) = yaml.safe_load((root / ".pre-commit-config.yaml").read_text())["repos"][0]["hooks"]
     assert hook["entry"] == "make sync" and not hook["pass_filenames"]
     assert re.search(hook["files"], "notebooks/01_gradient_flow.ipynb") and re.search(hook["files"], "notebooks/x.py")
+
+
+def test_a_misspelt_papermill_parameter_stops_the_notebook_before_compute(tmp_path):
+    """papermill -p with a name the study does not know: papermill only warns, the notebook's start refuses it."""
+    import papermill
+
+    name = NOTEBOOKS[0]
+    with pytest.raises(papermill.PapermillExecutionError) as info:
+        papermill.execute_notebook(jupytext.read(BOOK.notebooks / f"{name}.py"), str(tmp_path / "out.ipynb"),
+                                   parameters={"stepz": 3, "output_dir": str(tmp_path)}, kernel_name="python3",
+                                   language="python", cwd=str(BOOK.notebooks), progress_bar=False)
+    assert info.value.ename == "ParamError"
+    assert "unknown key 'stepz' (did you mean 'steps'?)" in info.value.evalue
+    assert not list(tmp_path.glob("figures/*")) and not (tmp_path / "results.json").exists()

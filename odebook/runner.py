@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from importlib import metadata
 from unittest import mock
 from pathlib import Path
 
+from odebook import index
 from odebook.params import ParamError, Params, validate_values
 from odebook.runtime import ALLOCATOR_ENV, device_name, resolve_device
 
@@ -37,6 +39,7 @@ __all__ = ["Book", "RunResult", "run_book", "main"]
 KERNEL_NAME = "odebook-runner"
 EXIT_NOTEBOOK_FAILED = 1  # a notebook raised: the others ran, the failed one is rendered with its error
 EXIT_BAD_PARAMETERS = 2   # a parameter file, profile or notebook name is wrong: nothing ran
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes in a kernel's traceback
 PACKAGES = ("torch", "torchdiffeq", "numpy", "scipy", "pandas", "matplotlib", "datasets", "tiktoken", "papermill",
             "jupytext", "nbconvert", "fla-core")
 
@@ -161,6 +164,7 @@ def _replace_dir(src: Path, dst: Path) -> None:
 
 def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str) -> RunResult:
     import jupytext
+    import nbformat
     import papermill
 
     out_root = book.profile_outputs(profile)
@@ -168,21 +172,28 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     ipynb = stage / f"{name}.ipynb"
-    started, t0, error = dt.datetime.now(dt.timezone.utc), time.perf_counter(), ""
+    started, t0, error, trace = dt.datetime.now(dt.timezone.utc), time.perf_counter(), "", ""
+    nb = jupytext.read(book.notebooks / f"{name}.py")
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"> **{index.profile_note(profile)}**"))
     try:
-        papermill.execute_notebook(jupytext.read(book.notebooks / f"{name}.py"), str(ipynb),
+        papermill.execute_notebook(nb, str(ipynb),
                                    parameters={**overrides, "output_dir": str(stage.resolve())},
                                    kernel_name=kernel, language="python", cwd=str(book.notebooks), log_output=True,
                                    progress_bar=False)
     except papermill.PapermillExecutionError as err:  # a cell raised: record which and what, go on
         error = f"cell [{err.exec_count}] raised {err.ename}: {err.evalue}"
+        trace = ANSI.sub("", "\n".join(err.traceback))
     except Exception as err:  # a dead kernel, an unreadable notebook: record it, render what ran, go on
         error = f"{type(err).__name__}: {err}"
     seconds = time.perf_counter() - t0
+    final = _inside(out_root / (f"{name}.failed" if error else name), book.outputs)
+    if ipynb.is_file():  # the report names where its files end up, not the staging folder they were written to
+        ipynb.write_text(ipynb.read_text(encoding="utf-8").replace(str(stage.resolve()), str(final.resolve())),
+                         encoding="utf-8")
     _render_html(ipynb, stage / f"{name}.html", error)
     root = book.notebooks.parent
     manifest = {
-        "notebook": name, "profile": profile, "status": "failed" if error else "ok", "error": error,
+        "notebook": name, "profile": profile, "status": "failed" if error else "ok", "error": error, "traceback": trace,
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
         "git_commit": _git("rev-parse", "HEAD", cwd=root), "git_dirty": bool(_git("status", "--porcelain", cwd=root)),
@@ -190,58 +201,17 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
         "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()), "packages": _versions(),
     }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    if error:
-        _replace_dir(stage, _inside(out_root / f"{name}.failed", book.outputs))
-    else:
-        _replace_dir(stage, _inside(out_root / name, book.outputs))
+    _replace_dir(stage, final)
+    if not error:
         shutil.rmtree(_inside(out_root / f"{name}.failed", book.outputs), ignore_errors=True)
     return RunResult(name, not error, seconds, error)
 
 
 # -- index --------------------------------------------------------------------------------------------------------
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _fmt(v) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else html.escape(str(v))
-
-
 def write_index(book: Book, profile: str) -> Path:
-    """outputs/<profile>/index.html: every notebook with its status, run time, headline numbers and report."""
-    out_root = book.profile_outputs(profile)
-    out_root.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for name in book.all_notebooks():
-        good = _read_json(out_root / name / "manifest.json")
-        bad = _read_json(out_root / f"{name}.failed" / "manifest.json")
-        latest, folder = (bad, f"{name}.failed") if bad else (good, name)
-        if not latest:
-            rows.append(f"<tr><td>{name}</td><td>not run</td><td></td><td></td><td></td></tr>")
-            continue
-        status = latest["status"]
-        if bad and good:
-            status += f" (last success {good['finished']} kept: <a href='{name}/{name}.html'>report</a>)"
-        headline = _read_json(out_root / folder / "results.json").get("headline", {})
-        numbers = "<br>".join(f"{html.escape(k)}: {_fmt(v)}" for k, v in headline.items())
-        error = f"<br><small>{html.escape(latest['error'][:300])}</small>" if latest.get("error") else ""
-        rows.append(f"<tr class='{latest['status']}'><td><a href='{folder}/{name}.html'>{name}</a></td>"
-                    f"<td>{status}{error}</td><td>{latest['seconds']:.0f} s</td><td>{latest['finished']}</td>"
-                    f"<td>{numbers}</td></tr>")
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>odebook — {profile}</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
-padding:.4em .7em;vertical-align:top}}tr.failed td:nth-child(2){{color:#b00;font-weight:bold}}
-tr.ok td:nth-child(2){{color:#070}}</style></head><body>
-<h1>odebook — profile <code>{profile}</code></h1>
-<table><tr><th>notebook</th><th>status</th><th>run time</th><th>finished (UTC)</th><th>headline numbers</th></tr>
-{chr(10).join(rows)}
-</table></body></html>"""
-    path = out_root / "index.html"
-    path.write_text(page, encoding="utf-8")
-    return path
+    """outputs/<profile>/index.html, the book's front page (odebook.index)."""
+    return index.write_index(book.profile_outputs(profile), [book.notebooks / f"{n}.py" for n in book.all_notebooks()],
+                             profile)
 
 
 # -- entry point --------------------------------------------------------------------------------------------------

@@ -175,3 +175,44 @@ def test_the_venvs_jupyter_runs_python3_with_its_own_python(tmp_path, monkeypatc
     monkeypatch.delenv("JUPYTER_PREFER_ENV_PATH", raising=False)
     km = KernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager())
     assert km.format_kernel_cmd()[0] == sys.executable
+
+
+# -- reports and the front page ------------------------------------------------------------------------------------
+REPORT = '''# %% [markdown]
+# # 92 · A study
+#
+# **Question.** Does the front page show what was asked?
+#
+# More text.
+
+# %% tags=["parameters"]
+output_dir = ""
+value = 1
+
+# %%
+import json, pathlib
+out = pathlib.Path(output_dir)
+print("outputs:", out)
+(out / "figures").mkdir(exist_ok=True)
+(out / "figures" / "key.png").write_bytes(b"png")
+verdicts = [{"claim": "the answer is shown", "verdict": "held", "evidence": "7 of 7 shown", "scale": "tiny"}]
+(out / "results.json").write_text(json.dumps({"headline": {"value": value}, "verdicts": verdicts}))
+'''
+
+
+def test_reports_carry_the_profile_banner_and_the_final_path_and_the_index_is_a_front_page(book, monkeypatch):
+    monkeypatch.setitem(params_mod.STUDIES, "92_report", OkParams)
+    (book.notebooks / "92_report.py").write_text(REPORT)
+    (book.params / "smoke" / "92_report.yaml").write_text("")
+    runner.run_book(book, "smoke", ["92_report", "91_fail"])
+    out = book.outputs / "smoke"
+    report = (out / "92_report" / "92_report.ipynb").read_text()
+    assert "no verdict here counts" in report  # the smoke banner
+    assert ".running" not in report and str((out / "92_report").resolve()) in report
+    page = (out / "index.html").read_text()
+    assert "92 · A study" in page and "Does the front page show what was asked?" in page
+    assert "the answer is shown" in page and "7 of 7 shown" in page and "measured at tiny" in page
+    assert "92_report/figures/key.png" in page
+    assert "RuntimeError: boom from the notebook" in page and "whole error" in page
+    trace = json.loads((out / "91_fail.failed" / "manifest.json").read_text())["traceback"]
+    assert 'raise RuntimeError("boom from the notebook")' in trace and "\x1b[" not in trace

@@ -44,6 +44,10 @@ def _read_json(path: Path) -> dict:
         return {}
 
 
+def _when(iso: str) -> str:
+    return html.escape(iso.replace("T", " ").removesuffix("+00:00") + " UTC")
+
+
 def _fmt(v) -> str:
     return f"{v:.4g}" if isinstance(v, float) else html.escape(str(v))
 
@@ -80,9 +84,9 @@ def _card(out_root: Path, notebook: Path, smoke: bool) -> str:
         return f"<section class='card'>{head}<p class='status'>not run</p></section>"
     href = f"{folder.name}/{name}.html"
     status = (f"<span class='{latest['status']}'>{latest['status']}</span> in {latest['seconds']:.0f} s, "
-              f"finished {html.escape(latest['finished'])} UTC — <a href='{href}'>report</a>")
+              f"finished {_when(latest['finished'])} — <a href='{href}'>report</a>")
     if bad and good:
-        status += f" (last success {html.escape(good['finished'])} kept: <a href='{name}/{name}.html'>report</a>)"
+        status += f" (last success {_when(good['finished'])} kept: <a href='{name}/{name}.html'>report</a>)"
     error = ""
     if latest.get("error"):
         trace = html.escape(latest.get("traceback") or latest["error"])

@@ -152,6 +152,38 @@ def _render_html(ipynb: Path, html_path: Path, error: str) -> None:
     html_path.write_text(body, encoding="utf-8")
 
 
+# A finished tqdm bar, as the last carriage-return segment of a line: "desc: 100%|███| 4/4 [00:01<00:00, 3.3it/s, …]"
+_BAR = re.compile(r"^(?P<desc>.*?):\s+\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<elapsed>[^<\]]*)<[^,\]]*"
+                  r"(?:,\s*[^,\]]*(?:it/s|s/it)\]?)?(?:,\s*(?P<post>[^\]]*))?\]?$")
+
+
+def _progress_to_summaries(ipynb: Path) -> None:
+    """A report reads like results: each progress bar a cell printed (tqdm on stderr, redrawn with \\r) becomes one
+    line "desc: n/total steps in elapsed (postfix)"; other stderr text is kept."""
+    import nbformat
+
+    nb = nbformat.read(ipynb, as_version=4)
+    for cell in nb.cells:
+        errs = [o for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o.get("name") == "stderr"]
+        if not errs:
+            continue
+        summaries, kept = [], []
+        for line in "".join(o["text"] for o in errs).split("\n"):
+            last = line.split("\r")[-1].rstrip()
+            bar = _BAR.match(last)
+            if bar:
+                post = f" ({bar['post'].strip()})" if bar["post"] else ""
+                summaries.append(f"{bar['desc']}: {bar['n']}/{bar['total']} steps in {bar['elapsed'].strip()}{post}")
+            elif last:
+                kept.append(last)
+        first = cell.outputs.index(errs[0])
+        new = [nbformat.v4.new_output("stream", name="stdout", text="".join(f"{x}\n" for x in summaries))] * \
+            bool(summaries) + [nbformat.v4.new_output("stream", name="stderr", text="\n".join(kept) + "\n")] * bool(kept)
+        rest = [o for o in cell.outputs if all(o is not e for e in errs)]
+        cell.outputs = rest[:first] + new + rest[first:]
+    nbformat.write(nb, ipynb)
+
+
 def _replace_dir(src: Path, dst: Path) -> None:
     """Move ``src`` to ``dst``, replacing it; the old ``dst`` is deleted only after the move succeeded."""
     old = dst.with_name(f".{dst.name}.old")
@@ -190,6 +222,7 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
     if ipynb.is_file():  # the report names where its files end up, not the staging folder they were written to
         ipynb.write_text(ipynb.read_text(encoding="utf-8").replace(str(stage.resolve()), str(final.resolve())),
                          encoding="utf-8")
+        _progress_to_summaries(ipynb)
     _render_html(ipynb, stage / f"{name}.html", error)
     root = book.notebooks.parent
     manifest = {

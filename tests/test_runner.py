@@ -197,6 +197,15 @@ print("outputs:", out)
 (out / "figures" / "key.png").write_bytes(b"png")
 verdicts = [{"claim": "the answer is shown", "verdict": "held", "evidence": "7 of 7 shown", "scale": "tiny"}]
 (out / "results.json").write_text(json.dumps({"headline": {"value": value}, "verdicts": verdicts}))
+
+# %%
+import sys
+from tqdm import tqdm
+for run in ("run a", "run b"):
+    bar = tqdm(range(3), desc=run, mininterval=0)
+    for _ in bar:
+        bar.set_postfix(loss="1.5")
+print("a warning", file=sys.stderr)
 '''
 
 
@@ -209,6 +218,9 @@ def test_reports_carry_the_profile_banner_and_the_final_path_and_the_index_is_a_
     report = (out / "92_report" / "92_report.ipynb").read_text()
     assert "no verdict here counts" in report  # the smoke banner
     assert ".running" not in report and str((out / "92_report").resolve()) in report
+    last = [(o["name"], "".join(o["text"])) for o in json.loads(report)["cells"][-1]["outputs"]]
+    assert last == [("stdout", "run a: 3/3 steps in 00:00 (loss=1.5)\nrun b: 3/3 steps in 00:00 (loss=1.5)\n"),
+                    ("stderr", "a warning\n")]  # one line per progress bar; other stderr kept
     page = (out / "index.html").read_text()
     assert "92 · A study" in page and "Does the front page show what was asked?" in page
     assert "the answer is shown" in page and "7 of 7 shown" in page and "measured at tiny" in page

@@ -9,6 +9,8 @@ TORCH_PIP_ARGS ?=
 PROFILE     ?= cpu
 NOTEBOOKS   ?=
 ODEBOOK_DATA ?=
+# JupyterLab refuses to start as root (containers) unless told to.
+LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .PHONY: help setup run-all lab test sync bench clean-outputs
 
@@ -16,28 +18,35 @@ help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
 	@echo "  variables: PROFILE=smoke|cpu|t4 (default cpu)  NOTEBOOKS=\"01_gradient_flow ...\"  ODEBOOK_DATA=<data mirror>"
 
-setup:  ## create .venv (torch pinned first, then odebook[dev]) and register the Jupyter kernel 'odebook'
+# No kernel is registered for the user: the venv's own Jupyter (make lab, .venv/bin/papermill) runs the notebooks'
+# "python3" kernel with the venv's python, so two checkouts never run each other's code.
+setup:  ## create .venv (torch pinned first, then odebook[dev]); its Jupyter runs notebooks with its own python
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
 	$(PY) -m pip install -e ".[dev]"
-	$(PY) -m ipykernel install --user --name odebook --display-name "Python (odebook)"
 
+# The runner exits 2 when a parameter file, the profile or a notebook name is wrong (nothing ran) and 1 when a
+# notebook failed; make itself always exits 2 on an error, so the recipe says which it was (make's "Error N" too).
 run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradient_flow ..."]
-	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.runner --profile $(PROFILE) $(NOTEBOOKS)
+	@$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.runner --profile "$(PROFILE)" $(NOTEBOOKS) || \
+	{ s=$$?; case $$s in 2) echo "run-all: invalid parameters, profile or notebook name: nothing ran (exit 2)" >&2;; \
+	  1) echo "run-all: a notebook failed; see outputs/$(PROFILE)/index.html (exit 1)" >&2;; esac; exit $$s; }
 
-lab:  ## JupyterLab on notebooks/, with the CPU allocator settings the runner uses (odebook.runtime.ALLOCATOR_ENV)
+lab:  ## JupyterLab on notebooks/ with the venv's python3 kernel and the runner's CPU allocator settings
 	env $$($(PY) -c 'from odebook.runtime import ALLOCATOR_ENV as e; print(" ".join(f"{k}={v}" for k, v in e.items()))') \
-		$(VENV)/bin/jupyter lab notebooks
+		$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks
 
 test:  ## unit tests, notebook pairing, smoke execution of every notebook
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m pytest
 
-sync:  ## pair notebooks/*.py with notebooks/*.ipynb (jupytext), outputs stripped
+sync:  ## rewrite each notebook's colab cell, pair notebooks/*.py with *.ipynb (jupytext), strip outputs and counts
+	$(PY) -m odebook.colab notebooks
 	$(VENV)/bin/jupytext --sync notebooks/*.py
+	$(VENV)/bin/jupyter nbconvert --log-level=WARN --clear-output --inplace notebooks/*.ipynb
 
 bench:  ## CPU benchmarks: 01 step time and MFU; delta rule chunked vs reference; 02 ms/step; 05 KV cache and memory
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.bench
 
-clean-outputs:  ## delete outputs/<PROFILE>
-	rm -rf outputs/$(PROFILE)
+clean-outputs:  ## delete outputs/<PROFILE> (PROFILE must be a folder name under params/)
+	$(PY) -m odebook.runner --clean --profile "$(PROFILE)"

@@ -8,9 +8,9 @@
 #       format_version: '1.3'
 #       jupytext_version: 1.19.6
 #   kernelspec:
-#     display_name: Python (odebook)
+#     display_name: Python 3 (ipykernel)
 #     language: python
-#     name: odebook
+#     name: python3
 # ---
 
 # %% [markdown]
@@ -40,18 +40,26 @@
 # with and without the cache. Each claim gets a verdict computed from these numbers at the end.
 
 # %% tags=["colab"]
-# Makes the notebook self-sufficient: in a checkout it imports ../odebook; elsewhere (Colab) it installs odebook.
+# Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
+# elsewhere (Colab) it installs odebook from ODEBOOK_SOURCE, the repository and branch this notebook comes from
+# (set the environment variable ODEBOOK_SOURCE, e.g. with %env, to install a fork or a local copy instead).
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-if importlib.util.find_spec("odebook") is None:
-    if (Path.cwd().parent / "odebook" / "__init__.py").is_file():
-        sys.path.insert(0, str(Path.cwd().parent))
-    else:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "git+https://github.com/odebook/odebook"],
-                       check=True)
+ODEBOOK_SOURCE = os.environ.get("ODEBOOK_SOURCE", "git+https://github.com/odebook/odebook@main")
+if (Path.cwd().parent / "odebook" / "__init__.py").is_file():
+    sys.path.insert(0, str(Path.cwd().parent))
+elif importlib.util.find_spec("odebook") is None:
+    print(f"odebook is not installed: pip install {ODEBOOK_SOURCE}", flush=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", ODEBOOK_SOURCE], capture_output=True, text=True)
+    if pip.returncode != 0:
+        raise RuntimeError(f"pip could not install odebook from {ODEBOOK_SOURCE}:\n{pip.stdout[-2000:]}"
+                           f"{pip.stderr[-4000:]}\nUpload the repository (this notebook in its notebooks/ folder) or "
+                           "set ODEBOOK_SOURCE to an address pip can install, then run this cell again.")
+    importlib.invalidate_caches()
 
 # %% tags=["parameters"]
 # The t4 profile. params/<profile>/05_ode_solvers.yaml overrides these.

@@ -7,11 +7,14 @@ laid out like ``../shared/data`` (``wikitext-2/``, ``tinystories/``, ``tiktoken/
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+from unittest import mock
 
 import torch
 
@@ -55,6 +58,72 @@ def check_data(corpus: str, tokenizer: str) -> None:
     missing = [name for name in needed if not (root / name).exists()]
     if missing:
         raise DataError(f"{DATA_ENV}={root} has no {', '.join(missing)}. {HOW_TO_PROVIDE}")
+    for name in MIRROR_FILES[corpus]:
+        problem = _text_file_problem(*_stat(root / name))
+        if problem:
+            raise DataError(f"{DATA_ENV}={root}: {name} {problem}; replace it with a good copy (see the mirror's "
+                            "README)")
+    if tokenizer == "gpt2":
+        problem = _tiktoken_cache_problem(*_stat(root / TIKTOKEN_DIR))
+        if problem:
+            raise DataError(f"{DATA_ENV}={root}: {TIKTOKEN_DIR}/ {problem}; replace it with a good copy (see the "
+                            "mirror's README)")
+
+
+# -- mirror integrity (cached by file size and modification time, so each file is read once per change) ----------
+CUT_ON_PURPOSE = ("tinystories/train-first-2MiB.txt",)  # the mirror's first 2 MiB of a file: ends mid-story
+
+
+def _stat(path: Path) -> tuple[str, int, int]:
+    """(path, size, newest modification) of a file, or summed over a folder's files: the checks' cache key."""
+    stats = [p.stat() for p in path.iterdir()] if path.is_dir() else [path.stat()]
+    return str(path), sum(st.st_size for st in stats), max((st.st_mtime_ns for st in stats), default=0)
+
+
+@functools.lru_cache(maxsize=32)
+def _text_file_problem(path: str, size: int, mtime: int) -> str | None:
+    """Why a mirror text file cannot be used (empty, not UTF-8, binary, cut mid-line), or None."""
+    data = Path(path).read_bytes()
+    if not data:
+        return "is empty"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        where = "ends inside a UTF-8 character (truncated)" if err.start >= len(data) - 3 else \
+            f"is not UTF-8 text (byte {err.start})"
+        return where
+    if "\x00" in text:
+        return "holds NUL bytes (not a text file)"
+    if not text.endswith("\n") and not any(path.endswith(name) for name in CUT_ON_PURPOSE):
+        return "does not end with a line break (truncated)"
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _tiktoken_cache_problem(cache: str, size: int, mtime: int) -> str | None:
+    """Load the GPT-2 encoding from the mirror's tiktoken cache alone: a missing file or one whose sha256 is not
+    the one tiktoken expects is reported, never downloaded or deleted (tiktoken itself would do both)."""
+    import tiktoken.load
+    import tiktoken_ext.openai_public
+
+    def from_mirror_only(blobpath: str, expected_hash: str | None = None) -> bytes:
+        name = hashlib.sha1(blobpath.encode()).hexdigest()
+        try:
+            data = (Path(cache) / name).read_bytes()
+        except OSError:
+            raise DataError(f"has no {name} (tiktoken's cache of {blobpath})") from None
+        if expected_hash and hashlib.sha256(data).hexdigest() != expected_hash:
+            raise DataError(f"{name} (tiktoken's cache of {blobpath}) is damaged: its sha256 is not tiktoken's")
+        return data
+
+    try:
+        with mock.patch.object(tiktoken.load, "read_file_cached", from_mirror_only):
+            tiktoken_ext.openai_public.gpt2()
+    except DataError as err:
+        return str(err)
+    except Exception as err:  # a cache that passes the hash check but does not parse
+        return f"cannot be read by tiktoken ({type(err).__name__}: {err})"
+    return None
 
 
 # -- tokenizers ---------------------------------------------------------------------------------------------------

@@ -8,8 +8,10 @@ problem — an unknown key, a wrong type, a value out of range, data that cannot
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import math
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,8 +25,10 @@ from odebook.nn.ode import FIXED_GRID, SENSITIVITIES, SOLVERS, ode_layers_proble
 
 __all__ = ["ParamError", "Params", "LMParams", "GradientFlowParams", "TimeIndexedParams", "RetrievalParams",
            "GDNScalingParams", "MixedTrainingParams", "ODESolverParams", "STUDIES",
-           "spec",
-           "load_yaml", "validate_file"]
+           "spec", "INT_LIMIT",
+           "load_yaml", "validate_file", "validate_values"]
+
+INT_LIMIT = 2**32 - 1  # every integer parameter stays within numpy's seed range (seeds are the largest integers)
 
 
 class ParamError(ValueError):
@@ -32,9 +36,10 @@ class ParamError(ValueError):
 
 
 def spec(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
-         choices: tuple | None = None, help: str = "") -> Any:
-    """A dataclass field with bounds (``ge``/``gt``/``le``) or allowed ``choices``; lists get a fresh copy."""
-    meta = {"ge": ge, "gt": gt, "le": le, "choices": choices, "help": help}
+         choices: tuple | None = None, min_len: int = 1, help: str = "") -> Any:
+    """A dataclass field with bounds (``ge``/``gt``/``le``) or allowed ``choices``; a list needs at least
+    ``min_len`` entries and each entry is held to the bounds; lists get a fresh copy."""
+    meta = {"ge": ge, "gt": gt, "le": le, "choices": choices, "min_len": min_len, "help": help}
     if isinstance(default, list):
         return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -43,11 +48,12 @@ def spec(default: Any, *, ge: float | None = None, gt: float | None = None, le: 
 def _type_name(tp: Any) -> str:
     if typing.get_origin(tp) is list:
         return f"a list of {_type_name(typing.get_args(tp)[0])}"
-    return {int: "an integer", float: "a number", bool: "true/false", str: "a string"}[tp]
+    return {int: "an integer", float: "a finite number", bool: "true/false", str: "a string"}[tp]
 
 
 def _coerce(value: Any, tp: Any) -> Any:
-    """Return ``value`` as type ``tp`` or raise TypeError. bool is never an int; '3e-4' is a float."""
+    """Return ``value`` as type ``tp`` or raise TypeError. bool is never an int; '3e-4' is a float; NaN and
+    infinities are not numbers a study can use."""
     if typing.get_origin(tp) is list:
         if not isinstance(value, (list, tuple)):
             raise TypeError
@@ -62,14 +68,20 @@ def _coerce(value: Any, tp: Any) -> Any:
             return value
         raise TypeError
     if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
         if isinstance(value, str):  # PyYAML reads 3e-4 (no dot) as a string
             try:
-                return float(value)
+                value = float(value)
             except ValueError:
                 raise TypeError from None
-        raise TypeError
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise TypeError
+        try:
+            value = float(value)
+        except OverflowError:  # an integer too large for a float
+            raise TypeError from None
+        if not math.isfinite(value):
+            raise TypeError
+        return value
     if tp is str:
         if isinstance(value, str):
             return value
@@ -78,8 +90,12 @@ def _coerce(value: Any, tp: Any) -> Any:
 
 
 def _check_bounds(value: Any, meta: Mapping[str, Any]) -> str | None:
+    if isinstance(value, list) and len(value) < meta["min_len"]:
+        return f"needs at least {meta['min_len']} {'entry' if meta['min_len'] == 1 else 'entries'}"
     items = value if isinstance(value, list) else [value]
     for v in items:
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > INT_LIMIT:
+            return f"must be <= {INT_LIMIT}"
         if meta["choices"] is not None and v not in meta["choices"]:
             return f"must be one of {', '.join(map(repr, meta['choices']))}"
         if meta["ge"] is not None and v < meta["ge"]:
@@ -129,6 +145,7 @@ class Params:
             kwargs[key] = v
         if not errors:
             params = cls(**kwargs)
+            errors.extend(params._generic_checks())
             errors.extend(params.cross_checks())
         if errors:
             raise ParamError(f"{source}: invalid parameters for {cls.study or cls.__name__}:\n  - "
@@ -137,9 +154,26 @@ class Params:
 
     @classmethod
     def from_namespace(cls, namespace: Mapping[str, Any], source: str = "notebook parameters") -> "Params":
-        """Pick this study's fields out of a notebook's globals (after papermill's injected cell) and validate."""
+        """Pick this study's fields out of a notebook's globals and validate them. A name that papermill injected
+        (``papermill -p NAME VALUE``) but the schema does not know is an unknown key, as in a YAML file: papermill
+        itself only warns. The injected cell is found in IPython's input history (``In``)."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls.from_mapping({k: v for k, v in namespace.items() if k in names}, source)
+        values = {k: v for k, v in namespace.items() if k in names}
+        injected = injected_names(namespace.get("In", ()))
+        values.update({k: namespace.get(k) for k in injected - names})
+        return cls.from_mapping(values, source if not injected else "papermill parameters (-p/-f)")
+
+    def _generic_checks(self) -> list[str]:
+        """Rules every study shares: all seeds within numpy's range, and a device that exists."""
+        errors = []
+        if self.seed + self.n_seeds - 1 > INT_LIMIT:
+            errors.append(f"key 'seed' = {self.seed}: seed + n_seeds - 1 must be <= {INT_LIMIT} (numpy's seed range)")
+        if self.device == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                errors.append("key 'device' = 'cuda': this machine has no CUDA device; use 'auto' or 'cpu'")
+        return errors
 
     def cross_checks(self) -> list[str]:
         """Constraints between fields, and data availability; each problem as one line."""
@@ -157,6 +191,26 @@ class Params:
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             rows.append(f"{f.name}: {_type_name(hints[f.name])}, default {default!r}. {f.metadata.get('help', '')}")
         return "\n".join(rows)
+
+
+INJECTED_CELL_HEADER = "# Parameters"  # papermill's first line of the cell it injects after the parameters cell
+
+
+def injected_names(history: Any) -> set[str]:
+    """Names assigned by papermill's injected-parameters cell(s) in an IPython input history (``In``)."""
+    names: set[str] = set()
+    if not isinstance(history, (list, tuple)):
+        return names
+    for source in history:
+        if not (isinstance(source, str) and source.startswith(INJECTED_CELL_HEADER)):
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        names.update(t.id for node in tree.body if isinstance(node, ast.Assign)
+                     for t in node.targets if isinstance(t, ast.Name))
+    return names
 
 
 def _data_problems(corpus: str, tokenizer: str) -> list[str]:
@@ -437,6 +491,10 @@ class GDNScalingParams(RetrievalParams):
                           "must have the same length")
         if len(self.ladder_d) < 3:
             errors.append(f"key 'ladder_d' = {self.ladder_d}: needs at least 3 sizes (the power law has 3 parameters)")
+        sizes = list(zip(self.ladder_d, self.ladder_layers))
+        if len(set(sizes)) != len(sizes):
+            errors.append(f"keys 'ladder_d' = {self.ladder_d} and 'ladder_layers' = {self.ladder_layers}: each size "
+                          "(width, layers) at most once")
         return errors
 
 
@@ -476,15 +534,37 @@ STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParam
                                                                ODESolverParams)}
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line)
+            except TypeError:  # an unhashable key: PyYAML's own error follows
+                continue
+            if first != key_node.start_mark.line:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key '{key}' is given twice (lines {first + 1} and {key_node.start_mark.line + 1})",
+                    key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a profile's parameter file: a YAML mapping (an empty file is an empty mapping)."""
+    """Read a profile's parameter file: a YAML mapping (an empty file is an empty mapping), no key twice."""
     path = Path(path)
     if not path.is_file():
         raise ParamError(f"{path}: parameter file not found")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
+    except UnicodeDecodeError as err:
+        raise ParamError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:
-        raise ParamError(f"{path}: not valid YAML: {err}") from None
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ParamError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -492,9 +572,17 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def validate_values(study: str, path: str | Path) -> tuple[Params, dict[str, Any]]:
+    """The one check of a profile's YAML file for ``study``: its schema's parameters and the file's own values
+    (the overrides papermill injects)."""
+    if study not in STUDIES:
+        raise ParamError(f"{path}: no parameter schema for study '{study}' in odebook.params.STUDIES; known: "
+                         f"{', '.join(STUDIES)}")
+    values = load_yaml(path)
+    return STUDIES[study].from_mapping(values, source=str(path)), values
+
+
 def validate_file(study: str, path: str | Path) -> Params:
     """Validate a profile's YAML file for ``study`` against its schema (and the notebook's defaults)."""
-    if study not in STUDIES:
-        raise ParamError(f"{path}: no parameter schema for study '{study}'; known: {', '.join(STUDIES)}")
-    return STUDIES[study].from_mapping(load_yaml(path), source=str(path))
+    return validate_values(study, path)[0]
 

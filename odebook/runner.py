@@ -4,7 +4,9 @@
 and stops before any compute if one is wrong. Each notebook then runs in a staging folder; on success it replaces
 ``outputs/<profile>/<notebook>/``, on failure it is rendered with its error into ``<notebook>.failed/`` and the
 last successful outputs stay untouched. A failing notebook does not stop the others; the exit status is 1 when any
-failed, 2 when the parameters are invalid.
+failed, 2 when the parameters, the profile or a notebook name are invalid (then nothing ran). The profile must be a
+folder name under ``params/`` and each notebook a name under ``notebooks/``; nothing outside ``outputs/`` is ever
+replaced or deleted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -27,12 +30,16 @@ from importlib import metadata
 from unittest import mock
 from pathlib import Path
 
-from odebook.params import STUDIES, ParamError, Params, load_yaml
+from odebook import index
+from odebook.params import ParamError, Params, validate_values
 from odebook.runtime import ALLOCATOR_ENV, device_name, resolve_device
 
 __all__ = ["Book", "RunResult", "run_book", "main"]
 
 KERNEL_NAME = "odebook-runner"
+EXIT_NOTEBOOK_FAILED = 1  # a notebook raised: the others ran, the failed one is rendered with its error
+EXIT_BAD_PARAMETERS = 2   # a parameter file, profile or notebook name is wrong: nothing ran
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes in a kernel's traceback
 PACKAGES = ("torch", "torchdiffeq", "numpy", "scipy", "pandas", "matplotlib", "datasets", "tiktoken", "papermill",
             "jupytext", "nbconvert", "fla-core")
 
@@ -52,6 +59,25 @@ class Book:
     def all_notebooks(self) -> list[str]:
         return sorted(p.stem for p in self.notebooks.glob("[0-9][0-9]_*.py"))
 
+    def profiles(self) -> list[str]:
+        return sorted(p.name for p in self.params.iterdir() if p.is_dir()) if self.params.is_dir() else []
+
+    def profile_outputs(self, profile: str) -> Path:
+        """outputs/<profile>, for a profile that is a folder name under params/ (anything else is a ParamError:
+        the profile becomes a path the runner writes into and ``make clean-outputs`` deletes)."""
+        if profile not in self.profiles():
+            raise ParamError(f"profile {profile!r}: not a folder of {self.params}; known profiles: "
+                             f"{', '.join(self.profiles())}")
+        return _inside(self.outputs / profile, self.outputs)
+
+
+def _inside(path: Path, root: Path) -> Path:
+    """``path`` itself, after checking that it lies strictly inside ``root``: nothing outside outputs/ is ever
+    replaced or deleted."""
+    if root.resolve() not in path.resolve().parents:
+        raise ParamError(f"{path}: lies outside {root}; refusing to write or delete it")
+    return path
+
 
 @dataclass
 class RunResult:
@@ -64,19 +90,17 @@ class RunResult:
 # -- validation ---------------------------------------------------------------------------------------------------
 def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Params, dict]]:
     """Check every notebook exists and its parameter file is valid; collect all problems into one ParamError."""
+    book.profile_outputs(profile)
     problems, ok = [], {}
     for name in names:
-        path = book.params / profile / f"{name}.yaml"
-        if not (book.notebooks / f"{name}.py").is_file():
-            problems.append(f"{book.notebooks / name}.py: no such notebook; known: {', '.join(book.all_notebooks())}")
-        elif name not in STUDIES:
-            problems.append(f"{path}: no parameter schema for '{name}' in odebook.params.STUDIES")
-        else:
-            try:
-                values = load_yaml(path)
-                ok[name] = (STUDIES[name].from_mapping(values, source=str(path)), values)
-            except ParamError as err:
-                problems.append(str(err))
+        if name not in book.all_notebooks():  # a name, not a path: it becomes outputs/<profile>/<name>
+            problems.append(f"notebook {name!r}: no such notebook in {book.notebooks}; known: "
+                            f"{', '.join(book.all_notebooks())}")
+            continue
+        try:
+            ok[name] = validate_values(name, book.params / profile / f"{name}.yaml")
+        except ParamError as err:
+            problems.append(str(err))
     if problems:
         raise ParamError("\n".join(problems))
     return ok
@@ -128,6 +152,38 @@ def _render_html(ipynb: Path, html_path: Path, error: str) -> None:
     html_path.write_text(body, encoding="utf-8")
 
 
+# A finished tqdm bar, as the last carriage-return segment of a line: "desc: 100%|███| 4/4 [00:01<00:00, 3.3it/s, …]"
+_BAR = re.compile(r"^(?P<desc>.*?):\s+\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<elapsed>[^<\]]*)<[^,\]]*"
+                  r"(?:,\s*[^,\]]*(?:it/s|s/it)\]?)?(?:,\s*(?P<post>[^\]]*))?\]?$")
+
+
+def _progress_to_summaries(ipynb: Path) -> None:
+    """A report reads like results: each progress bar a cell printed (tqdm on stderr, redrawn with \\r) becomes one
+    line "desc: n/total steps in elapsed (postfix)"; other stderr text is kept."""
+    import nbformat
+
+    nb = nbformat.read(ipynb, as_version=4)
+    for cell in nb.cells:
+        errs = [o for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o.get("name") == "stderr"]
+        if not errs:
+            continue
+        summaries, kept = [], []
+        for line in "".join(o["text"] for o in errs).split("\n"):
+            last = line.split("\r")[-1].rstrip()
+            bar = _BAR.match(last)
+            if bar:
+                post = f" ({bar['post'].strip()})" if bar["post"] else ""
+                summaries.append(f"{bar['desc']}: {bar['n']}/{bar['total']} steps in {bar['elapsed'].strip()}{post}")
+            elif last:
+                kept.append(last)
+        first = cell.outputs.index(errs[0])
+        new = [nbformat.v4.new_output("stream", name="stdout", text="".join(f"{x}\n" for x in summaries))] * \
+            bool(summaries) + [nbformat.v4.new_output("stream", name="stderr", text="\n".join(kept) + "\n")] * bool(kept)
+        rest = [o for o in cell.outputs if all(o is not e for e in errs)]
+        cell.outputs = rest[:first] + new + rest[first:]
+    nbformat.write(nb, ipynb)
+
+
 def _replace_dir(src: Path, dst: Path) -> None:
     """Move ``src`` to ``dst``, replacing it; the old ``dst`` is deleted only after the move succeeded."""
     old = dst.with_name(f".{dst.name}.old")
@@ -140,28 +196,37 @@ def _replace_dir(src: Path, dst: Path) -> None:
 
 def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str) -> RunResult:
     import jupytext
+    import nbformat
     import papermill
 
-    out_root = book.outputs / profile
-    stage = out_root / f".{name}.running"
+    out_root = book.profile_outputs(profile)
+    stage = _inside(out_root / f".{name}.running", book.outputs)
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     ipynb = stage / f"{name}.ipynb"
-    started, t0, error = dt.datetime.now(dt.timezone.utc), time.perf_counter(), ""
+    started, t0, error, trace = dt.datetime.now(dt.timezone.utc), time.perf_counter(), "", ""
+    nb = jupytext.read(book.notebooks / f"{name}.py")
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"> **{index.profile_note(profile)}**"))
     try:
-        papermill.execute_notebook(jupytext.read(book.notebooks / f"{name}.py"), str(ipynb),
+        papermill.execute_notebook(nb, str(ipynb),
                                    parameters={**overrides, "output_dir": str(stage.resolve())},
                                    kernel_name=kernel, language="python", cwd=str(book.notebooks), log_output=True,
                                    progress_bar=False)
     except papermill.PapermillExecutionError as err:  # a cell raised: record which and what, go on
         error = f"cell [{err.exec_count}] raised {err.ename}: {err.evalue}"
+        trace = ANSI.sub("", "\n".join(err.traceback))
     except Exception as err:  # a dead kernel, an unreadable notebook: record it, render what ran, go on
         error = f"{type(err).__name__}: {err}"
     seconds = time.perf_counter() - t0
+    final = _inside(out_root / (f"{name}.failed" if error else name), book.outputs)
+    if ipynb.is_file():  # the report names where its files end up, not the staging folder they were written to
+        ipynb.write_text(ipynb.read_text(encoding="utf-8").replace(str(stage.resolve()), str(final.resolve())),
+                         encoding="utf-8")
+        _progress_to_summaries(ipynb)
     _render_html(ipynb, stage / f"{name}.html", error)
     root = book.notebooks.parent
     manifest = {
-        "notebook": name, "profile": profile, "status": "failed" if error else "ok", "error": error,
+        "notebook": name, "profile": profile, "status": "failed" if error else "ok", "error": error, "traceback": trace,
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
         "git_commit": _git("rev-parse", "HEAD", cwd=root), "git_dirty": bool(_git("status", "--porcelain", cwd=root)),
@@ -169,58 +234,17 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
         "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()), "packages": _versions(),
     }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    if error:
-        _replace_dir(stage, out_root / f"{name}.failed")
-    else:
-        _replace_dir(stage, out_root / name)
-        shutil.rmtree(out_root / f"{name}.failed", ignore_errors=True)
+    _replace_dir(stage, final)
+    if not error:
+        shutil.rmtree(_inside(out_root / f"{name}.failed", book.outputs), ignore_errors=True)
     return RunResult(name, not error, seconds, error)
 
 
 # -- index --------------------------------------------------------------------------------------------------------
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _fmt(v) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else html.escape(str(v))
-
-
 def write_index(book: Book, profile: str) -> Path:
-    """outputs/<profile>/index.html: every notebook with its status, run time, headline numbers and report."""
-    out_root = book.outputs / profile
-    out_root.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for name in book.all_notebooks():
-        good = _read_json(out_root / name / "manifest.json")
-        bad = _read_json(out_root / f"{name}.failed" / "manifest.json")
-        latest, folder = (bad, f"{name}.failed") if bad else (good, name)
-        if not latest:
-            rows.append(f"<tr><td>{name}</td><td>not run</td><td></td><td></td><td></td></tr>")
-            continue
-        status = latest["status"]
-        if bad and good:
-            status += f" (last success {good['finished']} kept: <a href='{name}/{name}.html'>report</a>)"
-        headline = _read_json(out_root / folder / "results.json").get("headline", {})
-        numbers = "<br>".join(f"{html.escape(k)}: {_fmt(v)}" for k, v in headline.items())
-        error = f"<br><small>{html.escape(latest['error'][:300])}</small>" if latest.get("error") else ""
-        rows.append(f"<tr class='{latest['status']}'><td><a href='{folder}/{name}.html'>{name}</a></td>"
-                    f"<td>{status}{error}</td><td>{latest['seconds']:.0f} s</td><td>{latest['finished']}</td>"
-                    f"<td>{numbers}</td></tr>")
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>odebook — {profile}</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
-padding:.4em .7em;vertical-align:top}}tr.failed td:nth-child(2){{color:#b00;font-weight:bold}}
-tr.ok td:nth-child(2){{color:#070}}</style></head><body>
-<h1>odebook — profile <code>{profile}</code></h1>
-<table><tr><th>notebook</th><th>status</th><th>run time</th><th>finished (UTC)</th><th>headline numbers</th></tr>
-{chr(10).join(rows)}
-</table></body></html>"""
-    path = out_root / "index.html"
-    path.write_text(page, encoding="utf-8")
-    return path
+    """outputs/<profile>/index.html, the book's front page (odebook.index)."""
+    return index.write_index(book.profile_outputs(profile), [book.notebooks / f"{n}.py" for n in book.all_notebooks()],
+                             profile)
 
 
 # -- entry point --------------------------------------------------------------------------------------------------
@@ -244,20 +268,31 @@ def run_book(book: Book, profile: str, names: list[str] | None = None) -> list[R
     return results
 
 
+def clean(book: Book, profile: str) -> Path:
+    """Delete outputs/<profile> (``make clean-outputs``): a known profile's folder inside outputs/, nothing else."""
+    out = book.profile_outputs(profile)
+    shutil.rmtree(out, ignore_errors=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m odebook.runner", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", help="notebook names, e.g. 01_gradient_flow (default: all)")
     parser.add_argument("--profile", default="cpu", help="params/<profile>/ to use (smoke, cpu, t4)")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="the book's root folder")
+    parser.add_argument("--clean", action="store_true", help="delete outputs/<profile> instead of running")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("papermill").setLevel(logging.INFO)
     try:
+        if args.clean:
+            print(f"deleted {clean(Book.at(args.root), args.profile)}")
+            return 0
         results = run_book(Book.at(args.root), args.profile, args.notebooks or None)
     except ParamError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0 if all(r.ok for r in results) else 1
+        return EXIT_BAD_PARAMETERS
+    return 0 if all(r.ok for r in results) else EXIT_NOTEBOOK_FAILED
 
 
 if __name__ == "__main__":

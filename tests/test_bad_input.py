@@ -1,0 +1,176 @@
+"""Every bad value stops before compute with one clean ParamError naming the source, the key and what is allowed —
+never a traceback from inside the validator, never a value that runs silently."""
+
+import dataclasses
+import math
+import typing
+
+import pytest
+
+from odebook.params import INT_LIMIT, STUDIES, GDNScalingParams, GradientFlowParams, ParamError, injected_names, \
+    load_yaml, validate_file
+
+
+def error_of(cls, values) -> str:
+    with pytest.raises(ParamError) as info:
+        cls.from_mapping(values, source="params/cpu/x.yaml")
+    msg = str(info.value)
+    assert msg.startswith("params/cpu/x.yaml:")
+    return msg
+
+
+@pytest.mark.parametrize("values, expected", [
+    ({"lr": float("nan")}, "key 'lr' = nan: must be a finite number"),
+    ({"lr": ".nan"}, "key 'lr' = '.nan': must be a finite number"),
+    ({"grad_clip": float("inf")}, "key 'grad_clip' = inf: must be a finite number"),
+    ({"weight_decay": float("nan")}, "key 'weight_decay'"),
+    ({"alpha_init": float("nan")}, "key 'alpha_init'"),
+    ({"control_scales": [0.0, float("nan")]}, "key 'control_scales' = [0.0, nan]: must be a list of a finite number"),
+    ({"control_scales": []}, "key 'control_scales' = []: needs at least 1 entry"),
+    ({"seed": 2**32}, f"key 'seed' = {2**32}: must be <= {INT_LIMIT}"),
+    ({"seed": INT_LIMIT, "n_seeds": 2}, "seed + n_seeds - 1 must be <="),
+    ({"steps": 10**30}, f"must be <= {INT_LIMIT}"),
+    ({"lr": 10**400}, "key 'lr'"),  # an integer too large for a float
+])
+def test_bad_values_are_parameter_errors(values, expected):
+    assert expected in error_of(GradientFlowParams, values)
+
+
+def test_a_device_that_is_not_there_is_refused(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "key 'device' = 'cuda': this machine has no CUDA device" in error_of(GradientFlowParams, {"device": "cuda"})
+
+
+def test_empty_curriculum_and_repeated_ladder_sizes_are_refused_before_training():
+    assert "key 'curriculum' = []: needs at least 1 entry" in error_of(GDNScalingParams, {"curriculum": []})
+    msg = error_of(GDNScalingParams, {"ladder_d": [128, 128, 256], "ladder_layers": [1, 1, 2]})
+    assert "each size (width, layers) at most once" in msg
+    GDNScalingParams.from_mapping({"ladder_d": [128, 128, 256], "ladder_layers": [1, 2, 2]}, "x.yaml")  # distinct
+
+
+def test_a_key_given_twice_in_yaml_is_refused(tmp_path):
+    path = tmp_path / "01.yaml"
+    path.write_text("steps: 10\nlr: 0.001\nsteps: 20\n")
+    with pytest.raises(ParamError, match=r"01.yaml: not valid YAML \(line 3\): key 'steps' is given twice "
+                                         r"\(lines 1 and 3\)"):
+        load_yaml(path)
+    path.write_text("outer:\n  a: 1\n  a: 2\n")
+    with pytest.raises(ParamError, match="key 'a' is given twice"):
+        load_yaml(path)
+    path.write_bytes(b"steps: 1\nlr: \xff\xfe\n")
+    with pytest.raises(ParamError, match="01.yaml: not UTF-8 text"):
+        load_yaml(path)
+
+
+# -- the validator never crashes -----------------------------------------------------------------------------------
+def _bad_values(tp) -> dict[str, object]:
+    """A bad value of each class for a field of type ``tp``: name -> value."""
+    wrong = {int: "seven", float: "seven", bool: 3, str: 3}
+    if typing.get_origin(tp) is list:
+        (inner,) = typing.get_args(tp)
+        return {"empty list": [], "null": None, "nan": [float("nan")], "wrong type": "seven",
+                "null entry": [None], "huge": [10**30] if inner is int else [1e308] if inner is float else ["x" * 10**4]}
+    return {"empty list": [], "null": None, "nan": float("nan"), "wrong type": wrong[tp], "nested": {"a": 1},
+            "huge": 10**30 if tp in (int, float) else "x" * 10**4}
+
+
+# Bad values a study accepts on purpose: a very large size or string is legal (what fits in memory is not a
+# parameter rule); every other class of bad value must be refused.
+ACCEPTED = {"huge"}
+
+
+@pytest.mark.parametrize("study", sorted(STUDIES))
+def test_every_field_refuses_bad_values_cleanly(study):
+    cls = STUDIES[study]
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        for kind, value in _bad_values(hints[f.name]).items():
+            try:
+                cls.from_mapping({f.name: value}, source="p.yaml")
+            except ParamError as err:  # one line per problem, naming this key (a huge size may trip a related key)
+                assert kind == "huge" or f"key '{f.name}' = " in str(err), (f.name, kind, str(err))
+                continue
+            # no other exception escaped; an accepted value must be an accepted class and a usable value
+            assert kind in ACCEPTED, f"{study}: {f.name} = {value!r} ({kind}) was accepted"
+            assert not (isinstance(value, float) and math.isnan(value))
+
+
+@pytest.mark.parametrize("study", sorted(STUDIES))
+def test_unknown_keys_of_every_study_get_a_suggestion(study):
+    name = next(f.name for f in dataclasses.fields(STUDIES[study]) if len(f.name) > 4)
+    msg = error_of(STUDIES[study], {name[:-1]: 1})
+    assert f"unknown key '{name[:-1]}' (did you mean '{name}'?)" in msg
+
+
+# -- papermill's injected parameters -------------------------------------------------------------------------------
+INJECTED = "# Parameters\nstepz = 3\nlr = 0.01\n"
+
+
+def test_injected_names_are_read_from_the_input_history():
+    assert injected_names(["import numpy", "steps = 1", INJECTED]) == {"stepz", "lr"}
+    assert injected_names(None) == set() and injected_names(["# Parameters\nnot python ("]) == set()
+
+
+def test_a_misspelt_papermill_parameter_is_an_unknown_key():
+    namespace = {"In": ["", "steps = 500\nlr = 3e-4", INJECTED], "stepz": 3, "lr": 0.01, "steps": 500}
+    with pytest.raises(ParamError) as info:
+        GradientFlowParams.from_namespace(namespace)
+    msg = str(info.value)
+    assert msg.startswith("papermill parameters (-p/-f): invalid parameters for 01_gradient_flow")
+    assert "unknown key 'stepz' (did you mean 'steps'?)" in msg
+    namespace = {"In": ["", "# Parameters\nlr = 0.01\n"], "lr": 0.01, "np": object()}
+    assert GradientFlowParams.from_namespace(namespace).lr == 0.01  # known names and notebook globals are fine
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "t4"])
+def test_profiles_stay_valid_under_the_stricter_rules(root, profile):
+    for study in STUDIES:
+        validate_file(study, root / "params" / profile / f"{study}.yaml")
+
+
+# -- a broken data mirror ------------------------------------------------------------------------------------------
+def _mirror_with(tmp_path, shared, broken: str, content: bytes):
+    """A copy of the shared mirror (links) in which the file ``broken`` holds ``content``."""
+    for src in shared.rglob("*"):
+        if src.is_file():
+            dst = tmp_path / src.relative_to(shared)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.symlink_to(src)
+    (tmp_path / broken).unlink()
+    (tmp_path / broken).write_bytes(content)
+    return tmp_path
+
+
+VALID = "wikitext-2/wiki.valid.tokens"
+BPE = "tiktoken/6d1cbeee0f20b3d9449abfede4726ed8212e3aee"
+
+
+@pytest.mark.parametrize("broken, content, expected", [
+    (VALID, b"", "wiki.valid.tokens is empty"),
+    (VALID, b" = Valkyria = \n the first lines of an article cut mid-", "does not end with a line break (truncated)"),
+    (VALID, " = Ünï".encode()[:-1], "ends inside a UTF-8 character"),
+    (VALID, bytes(range(256)) * 40, "is not UTF-8 text"),
+    (VALID, b"text\x00\x00\x00 binary\n", "holds NUL bytes"),
+    (BPE, b"#version: 0.2\nTruncated\n", "is damaged: its sha256 is not tiktoken's"),
+])
+def test_a_broken_mirror_file_is_a_parameter_error(tmp_path, monkeypatch, broken, content, expected):
+    shared = pytest.importorskip("conftest").SHARED_DATA
+    if not shared.is_dir():
+        pytest.skip("no shared data mirror beside the checkout")
+    monkeypatch.setenv("ODEBOOK_DATA", str(_mirror_with(tmp_path, shared, broken, content)))
+    msg = error_of(GradientFlowParams, {"tokenizer": "gpt2"})
+    assert "key 'corpus' = 'wikitext2'" in msg and expected in msg and broken.split("/")[0] in msg
+    assert len(msg.splitlines()) == 2  # the header and one line naming the file
+
+
+def test_a_missing_tiktoken_file_is_named(tmp_path, monkeypatch):
+    shared = pytest.importorskip("conftest").SHARED_DATA
+    if not shared.is_dir():
+        pytest.skip("no shared data mirror beside the checkout")
+    mirror = _mirror_with(tmp_path, shared, BPE, b"")
+    (mirror / BPE).unlink()
+    monkeypatch.setenv("ODEBOOK_DATA", str(mirror))
+    assert f"tiktoken/ has no {BPE.split('/')[1]} (tiktoken's cache of https://" in \
+        error_of(GradientFlowParams, {"tokenizer": "gpt2"})

@@ -16,7 +16,7 @@ LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
-	@echo "  variables: PROFILE=smoke|cpu|t4 (default cpu)  NOTEBOOKS=\"01_gradient_flow ...\"  ODEBOOK_DATA=<data mirror>"
+	@echo "  variables: PROFILE=smoke|cpu|t4 (default cpu)  NOTEBOOKS=\"01_gradient_flow ...\"  ODEBOOK_DATA=<data mirror>  FRESH=1"
 
 # No kernel is registered for the user: the venv's own Jupyter (make lab, .venv/bin/papermill) runs the notebooks'
 # "python3" kernel with the venv's python, so two checkouts never run each other's code.
@@ -28,8 +28,8 @@ setup:  ## create .venv (torch pinned first, then odebook[dev]); its Jupyter run
 
 # The runner exits 2 when a parameter file, the profile or a notebook name is wrong (nothing ran) and 1 when a
 # notebook failed; make itself always exits 2 on an error, so the recipe says which it was (make's "Error N" too).
-run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradient_flow ..."]
-	@$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.runner --profile "$(PROFILE)" $(NOTEBOOKS) || \
+run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradient_flow ..."] [FRESH=1: ignore checkpoints]
+	@$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.runner --profile "$(PROFILE)" $(if $(FRESH),--fresh) $(NOTEBOOKS) || \
 	{ s=$$?; case $$s in 2) echo "run-all: invalid parameters, profile or notebook name: nothing ran (exit 2)" >&2;; \
 	  1) echo "run-all: a notebook failed; see outputs/$(PROFILE)/index.html (exit 1)" >&2;; esac; exit $$s; }
 

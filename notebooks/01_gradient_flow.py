@@ -147,10 +147,8 @@ print(f"hybrid: layers {p.ode_layers} → one ODE flow block, {p.solver}"
 
 # %%
 config = TrainConfig.from_params(p)
-runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
-                 batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
-                 groups=lambda name, model: layer_groups(model, cfg.replaced_blocks(name)),
-                 log_dir=notebook.tensorboard_dir(out, p, "runs"))
+runs = run_seeds(builders, splits, config, precision, **notebook.run_options(p, out),
+                 groups=lambda name, model: layer_groups(model, cfg.replaced_blocks(name)))
 
 # %% [markdown]
 # ## Results

@@ -145,7 +145,8 @@ builders = {name: functools.partial(time_indexed, name, **cfg) for name in p.mod
 config = TrainConfig.from_params(p)
 seeds = list(range(p.seed, p.seed + p.n_seeds))
 shape = dict(batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches)
-chosen, lr_table, kept = tune_lr(builders, splits, config, precision, lrs=p.lr_grid, seed=seeds[0], **shape)
+chosen, lr_table, kept = tune_lr(builders, splits, config, precision, lrs=p.lr_grid, seed=seeds[0], **shape,
+                                 **notebook.checkpointing(p, out))
 lr_table["chosen lr"] = pd.Series(chosen)
 notebook.save_table(lr_table, out, "lr_selection")
 display(lr_table.round(4))
@@ -156,8 +157,7 @@ display(lr_table.round(4))
 
 # %%
 runs = run_seeds(builders, splits, {n: dataclasses.replace(config, lr=chosen[n]) for n in builders}, precision,
-                 seeds=seeds, done=score_test(kept, splits, precision, **shape), **shape,
-                 log_dir=notebook.tensorboard_dir(out, p, "runs"))
+                 done=score_test(kept, splits, precision, **shape), **notebook.run_options(p, out))
 
 # %% [markdown]
 # ## Results

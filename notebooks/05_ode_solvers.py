@@ -150,9 +150,7 @@ steps_of = {s: p.nfe_budget // STAGES[s] if s in STAGES else None for s in p.int
 builders = {"baseline": cfg.baseline,
             **{s: (lambda s=s: hybrid(s, steps_of[s] or 1)) for s in p.integrators}}
 config = TrainConfig.from_params(p)
-runs = run_seeds(builders, splits, config, precision, seeds=range(p.seed, p.seed + p.n_seeds),
-                 batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches,
-                 log_dir=notebook.tensorboard_dir(out, p, "runs"))
+runs = run_seeds(builders, splits, config, precision, **notebook.run_options(p, out))
 
 # %%
 x_valid = data.fixed_batches(splits.valid, 1, p.batch_size, p.seq_len)[0][0].to(precision.device)

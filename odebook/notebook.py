@@ -16,7 +16,7 @@ from odebook.params import Params
 from odebook.runtime import Precision, precision_for, resolve_device
 from odebook.stats import Verdict
 
-__all__ = ["start", "output_dir", "checkpointing", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts",
+__all__ = ["start", "output_dir", "checkpointing", "run_options", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts",
            "repo_root", "to_jsonable"]
 
 
@@ -58,6 +58,14 @@ def checkpointing(params: Params, out: Path) -> dict[str, Any]:
     folder = Path(params.checkpoint_dir) if params.checkpoint_dir else out / "checkpoints"
     key = {k: v for k, v in params.to_dict().items() if k not in NOT_IN_RUN_KEY}
     return {"checkpoints": folder, "fresh": params.fresh, "key": {"study": params.study, **key}}
+
+
+def run_options(params: Params, out: Path, log: str = "runs") -> dict[str, Any]:
+    """The keyword arguments of ``experiment.run_seeds`` that a study's parameters fix: its seeds, batch shape,
+    evaluation batches, TensorBoard folder and checkpointing."""
+    return {"seeds": range(params.seed, params.seed + params.n_seeds), "batch_size": params.batch_size,
+            "seq_len": params.seq_len, "eval_batches": params.eval_batches,
+            "log_dir": tensorboard_dir(out, params, log), **checkpointing(params, out)}
 
 
 def tensorboard_dir(out: Path, params: Params, run: str) -> Path | None:

@@ -194,7 +194,12 @@ def _replace_dir(src: Path, dst: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str) -> RunResult:
+def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str,
+                 fresh: bool = False) -> RunResult:
+    """Execute one notebook in a staging folder and move it into place (see the module docstring). Its runs keep
+    their checkpoints in outputs/<profile>/<notebook>/checkpoints/ (unless the parameters name another folder),
+    which a successful run carries into its new outputs and a failed one leaves where they are; ``fresh`` tells the
+    notebook to ignore them."""
     import jupytext
     import nbformat
     import papermill
@@ -204,12 +209,14 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     ipynb = stage / f"{name}.ipynb"
+    checkpoints = _inside(out_root / name / "checkpoints", book.outputs)
     started, t0, error, trace = dt.datetime.now(dt.timezone.utc), time.perf_counter(), "", ""
     nb = jupytext.read(book.notebooks / f"{name}.py")
     nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"> **{index.profile_note(profile)}**"))
     try:
         papermill.execute_notebook(nb, str(ipynb),
-                                   parameters={**overrides, "output_dir": str(stage.resolve())},
+                                   parameters={"checkpoint_dir": str(checkpoints.resolve()), **overrides,
+                                               "output_dir": str(stage.resolve()), **({"fresh": True} if fresh else {})},
                                    kernel_name=kernel, language="python", cwd=str(book.notebooks), log_output=True,
                                    progress_bar=False)
     except papermill.PapermillExecutionError as err:  # a cell raised: record which and what, go on
@@ -234,6 +241,8 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
         "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()), "packages": _versions(),
     }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    if not error and checkpoints.is_dir():
+        checkpoints.rename(stage / "checkpoints")
     _replace_dir(stage, final)
     if not error:
         shutil.rmtree(_inside(out_root / f"{name}.failed", book.outputs), ignore_errors=True)
@@ -248,7 +257,7 @@ def write_index(book: Book, profile: str) -> Path:
 
 
 # -- entry point --------------------------------------------------------------------------------------------------
-def run_book(book: Book, profile: str, names: list[str] | None = None) -> list[RunResult]:
+def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bool = False) -> list[RunResult]:
     """Validate all, run each, write the index. Raises ParamError before any compute when parameters are wrong."""
     names = names or book.all_notebooks()
     checked = validate(book, profile, names)
@@ -257,7 +266,7 @@ def run_book(book: Book, profile: str, names: list[str] | None = None) -> list[R
         for i, name in enumerate(names, 1):
             print(f"[{i}/{len(names)}] {name} (profile {profile}) …", flush=True)
             params, overrides = checked[name]
-            res = run_notebook(book, profile, name, params, overrides, kernel)
+            res = run_notebook(book, profile, name, params, overrides, kernel, fresh)
             print(f"[{i}/{len(names)}] {name}: {'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s"
                   + (f" — {res.error.splitlines()[0] if res.error else ''}" if not res.ok else ""), flush=True)
             results.append(res)
@@ -281,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="cpu", help="params/<profile>/ to use (smoke, cpu, t4)")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="the book's root folder")
     parser.add_argument("--clean", action="store_true", help="delete outputs/<profile> instead of running")
+    parser.add_argument("--fresh", action="store_true", help="ignore stored checkpoints: train every run afresh")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("papermill").setLevel(logging.INFO)
@@ -288,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.clean:
             print(f"deleted {clean(Book.at(args.root), args.profile)}")
             return 0
-        results = run_book(Book.at(args.root), args.profile, args.notebooks or None)
+        results = run_book(Book.at(args.root), args.profile, args.notebooks or None, args.fresh)
     except ParamError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_PARAMETERS

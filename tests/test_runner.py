@@ -228,3 +228,43 @@ def test_reports_carry_the_profile_banner_and_the_final_path_and_the_index_is_a_
     assert "RuntimeError: boom from the notebook" in page and "whole error" in page
     trace = json.loads((out / "91_fail.failed" / "manifest.json").read_text())["traceback"]
     assert 'raise RuntimeError("boom from the notebook")' in trace and "\x1b[" not in trace
+
+
+CKPT = '''# %% tags=["parameters"]
+output_dir = ""
+checkpoint_dir = ""
+fresh = False
+fail = False
+
+# %%
+import json, pathlib
+folder = pathlib.Path(checkpoint_dir)
+folder.mkdir(parents=True, exist_ok=True)
+with open(folder / "runs.txt", "a") as f:
+    f.write(f"fresh={fresh}\\n")
+pathlib.Path(output_dir, "results.json").write_text(json.dumps({"headline": {"fresh": fresh}}))
+assert not fail, "failed after writing a checkpoint"
+'''
+
+
+@dataclasses.dataclass
+class CkptParams(Params):
+    study = "92_ckpt"
+    checkpoint_dir: str = spec("")
+    fresh: bool = spec(False)
+    fail: bool = spec(False)
+
+
+def test_checkpoints_survive_reruns_and_failures_and_fresh_reaches_the_notebook(book, monkeypatch):
+    """Runs keep checkpoints in outputs/<profile>/<notebook>/checkpoints/: a successful re-run carries them into its
+    new outputs, a failed one leaves them in place, and --fresh (make run-all FRESH=1) sets the notebook's fresh."""
+    monkeypatch.setitem(params_mod.STUDIES, "92_ckpt", CkptParams)
+    (book.notebooks / "92_ckpt.py").write_text(CKPT)
+    (book.params / "smoke" / "92_ckpt.yaml").write_text("")
+    log = book.outputs / "smoke" / "92_ckpt" / "checkpoints" / "runs.txt"
+    runner.run_book(book, "smoke", ["92_ckpt"])
+    runner.run_book(book, "smoke", ["92_ckpt"], fresh=True)
+    assert log.read_text() == "fresh=False\nfresh=True\n"
+    (book.params / "smoke" / "92_ckpt.yaml").write_text("fail: true\n")
+    assert not runner.run_book(book, "smoke", ["92_ckpt"])[0].ok
+    assert log.read_text() == "fresh=False\nfresh=True\nfresh=False\n"  # the failed run's checkpoint is kept

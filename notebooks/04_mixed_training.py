@@ -64,6 +64,7 @@ pattern = "GGGGGS"
 d_model = 256
 n_head = 4
 window = 64
+chunk_size = 64
 seq_len = 256
 max_seq_len = 1024
 batch_size = 16

@@ -371,6 +371,7 @@ class RetrievalParams(LMParams):
     lr: float = spec(1e-3, gt=0.0, le=1.0)
     eval_interval: int = spec(100, ge=1)
     window: int = spec(64, ge=1, help="sliding-window length; distances are binned relative to it")
+    chunk_size: int = spec(64, ge=1, help="chunk of the pure-PyTorch gated delta rule (CPU path; CUDA uses fla-core)")
     ks: list[int] = spec([2, 4], ge=1, le=8, help="bindings per prompt: drawn from these in training, each scored")
     curriculum: list[int] = spec([0, 10, 30, 50, 100], ge=0, help="filler sentences per stage, growing over training")
     niah_eval_examples: int = spec(500, ge=1, help="examples per evaluation set")
@@ -388,7 +389,8 @@ class RetrievalParams(LMParams):
         from odebook.data import get_tokenizer
 
         return {"pattern": pattern, "vocab_size": get_tokenizer(self.tokenizer).vocab_size, "d_model": d_model,
-                "n_head": self.n_head, "max_seq_len": self.max_seq_len, "window": self.window, **overrides}
+                "n_head": self.n_head, "max_seq_len": self.max_seq_len, "window": self.window,
+                "chunk_size": self.chunk_size, **overrides}
 
 
 SERIES = {"hybrid": lambda layers: "G" * layers + "S", "gdn": lambda layers: "G" * layers}
@@ -412,7 +414,6 @@ class GDNScalingParams(RetrievalParams):
     lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3], gt=0.0, le=1.0,
                                 help="language-model learning rates tried per size (first seed, validation split)")
     steps: int = spec(1000, ge=1, help="language-model training steps per size")
-    chunk_size: int = spec(64, ge=1, help="chunk of the pure-PyTorch gated delta rule (CPU path)")
     niah_sizes: list[int] = spec([0, 1, 2], ge=0, help="ladder indices whose GDN-only stack is trained on retrieval")
     niah_steps: int = spec(1500, ge=1, help="retrieval training steps per size, over the whole curriculum")
     niah_batch_size: int = spec(16, ge=1)
@@ -431,7 +432,7 @@ class GDNScalingParams(RetrievalParams):
     def size_config(self, i: int, series: str) -> dict:
         """pattern_lm keyword arguments of ladder size ``i`` in ``series``."""
         return self.model_config(SERIES[series](self.ladder_layers[i]), d_model=self.ladder_d[i],
-                                 chunk_size=self.chunk_size, state_read=series == "hybrid", local_path="none")
+                                 state_read=series == "hybrid", local_path="none")
 
 
 @dataclasses.dataclass

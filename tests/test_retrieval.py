@@ -44,6 +44,8 @@ def test_rows_carry_hits_shortcuts_and_distance_bins():
     assert set(rows.bin) <= set(retrieval.BINS) and (rows.bin != "inside").all()
     s = retrieval.summary(rows, ["ablation"])
     assert (s.chance == tasks.CHANCE).all() and (s["best shortcut"] < 1).all()
+    # the best shortcut is one rule for all examples: the best column mean, not the best per example
+    assert retrieval.best_shortcut(rows) == max(rows[c].mean() for c in retrieval.SHORTCUTS)
     assert s.loc["normal", "example lo"] < 1.0 <= s.loc["normal", "example hi"] + 1e-9
 
 
@@ -68,7 +70,8 @@ def test_ablations_are_the_package_mapping():
 
 
 def test_across_seeds_gives_a_seed_interval():
-    rows = pd.DataFrame({"seed": [0, 0, 1, 1, 2, 2], "hit": [1, 0, 1, 1, 0, 0], "best shortcut": 0.25, "g": "a"})
+    rows = pd.DataFrame({"seed": [0, 0, 1, 1, 2, 2], "hit": [1, 0, 1, 1, 0, 0], "g": "a",
+                         **{c: 0.25 for c in retrieval.SHORTCUTS}})
     out = retrieval.across_seeds(rows, ["g"])
     assert out.loc["a", "acc"] == pytest.approx(0.5) and out.loc["a", "seeds"] == 3
     assert out.loc["a", "seed lo"] < 0.5 < out.loc["a", "seed hi"]

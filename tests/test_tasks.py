@@ -41,6 +41,13 @@ def test_held_out_pairs_never_appear_as_bindings_in_training_batches():
         ex = tasks.make_example(rng, k=rng.choice([1, 2, 4, 6]), n_filler=2)
         pairs = {(n, c) for n in tasks.NAMES for c in tasks.COLORS if f"{n} has a {c} " in ex.prompt}
         assert len(pairs) == ex.k and not pairs & tasks.HELD_OUT
+    tok = ByteTokenizer()
+    batches = tasks.curriculum_batches(tok, 16, seed=1, stages=[(5, 3)], ks=[2, 4, 6])
+    for _ in range(20):
+        x, _ = next(batches)
+        for row in x:
+            text = tok.decode([int(t) for t in row if t])
+            assert not any(f"{n} has a {c} " in text for n, c in tasks.HELD_OUT)
     unseen = tasks.make_examples(200, 5, k=3, n_filler=2, split="unseen")
     assert all((ex.name, ex.color) in tasks.HELD_OUT for ex in unseen)
     assert len(tasks.HELD_OUT) == len(tasks.NAMES) and len({c for _, c in tasks.HELD_OUT}) == len(tasks.COLORS)

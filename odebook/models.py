@@ -7,7 +7,6 @@ studies' model builders live here too, so notebooks, tests and benchmarks build 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -15,13 +14,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, KVCache, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
-from odebook.nn.attention import CausalSelfAttention, MixerBlock, SlidingWindowAttention
-from odebook.nn.gdn import GatedDeltaNet
-from odebook.nn.hybrid import StateReadAttention
+from odebook.nn.attention import CausalSelfAttention, SlidingWindowAttention
+from odebook.nn.gdn import NO_ABLATION, Ablation, GatedDeltaNet
+from odebook.nn.hybrid import LOCAL_PATHS, StateReadAttention
 from odebook.nn.linear_ce import linear_cross_entropy
 from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 
-__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "state_ablation", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params"]
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "Ablation", "LOCAL_PATHS", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params"]
 
 HEAD_MULTIPLE = 64  # the head's outputs are padded to a multiple of this: 50,257 → 50,304 runs ~1.5× faster
 
@@ -64,12 +63,12 @@ class LM(nn.Module):
         self.n_spare_params = self.head.n_spare_params
         self.apply(_init_weights)
 
-    def forward(self, idx: torch.Tensor, control: torch.Tensor | None = None,
-                targets: torch.Tensor | None = None) -> torch.Tensor:
-        """idx: [B, T] token ids → logits [B, T, vocab]; with ``targets`` [B, T] the mean next-token cross-entropy
-        instead (targets equal to IGNORE_INDEX are padding), computed over slices of the tokens so the full logits
-        are never held (odebook.nn.linear_ce)."""
-        h = self.hidden(idx, control)
+    def forward(self, idx: torch.Tensor, control: torch.Tensor | None = None, *, targets: torch.Tensor | None = None,
+                ablation: Ablation = NO_ABLATION) -> torch.Tensor:
+        """idx: [B, T] token ids → logits [B, T, vocab]; ``ablation`` zeroes what it names (odebook.nn.gdn). With
+        ``targets`` [B, T], the mean next-token cross-entropy instead (targets equal to IGNORE_INDEX are padding),
+        computed over slices of the tokens so the full logits are never held (odebook.nn.linear_ce)."""
+        h = self.run(idx, control, ablation=ablation)[0]
         if targets is None:
             return self.logits(h)
         return linear_cross_entropy(h.flatten(0, 1), self.head.weight, targets.flatten(), vocab_size=self.vocab_size)
@@ -78,19 +77,28 @@ class LM(nn.Module):
                cache: KVCache | None = None) -> torch.Tensor:
         """The final-LayerNorm features [B, T, d] of ``idx`` [B, T]. With ``cache``, ``idx`` continues the cached
         sequence: positions start at ``cache.length`` and attention reads the cached keys and values."""
+        return self.run(idx, control, cache)[0]
+
+    def run(self, idx: torch.Tensor, control: torch.Tensor | None = None, cache: KVCache | None = None, *,
+            ablation: Ablation = NO_ABLATION) -> tuple[torch.Tensor, list[dict[str, float]]]:
+        """(final-LayerNorm features [B, T, d], per-block mixer diagnostics). Each GDN block's writes are passed on
+        to the blocks after it (a state-reading layer reads the latest), explicitly and within this call only."""
         start, T = (cache.length if cache is not None else 0), idx.shape[1]
         if start + T > self.max_seq_len:
             raise ValueError(f"sequence of {start + T} tokens exceeds max_seq_len = {self.max_seq_len}")
         x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(start, start + T, device=idx.device)))
-        if cache is None:
-            for block in self.blocks:
-                x = block(x, control=control)
-        else:
+        writes, diagnostics = None, []
+        if cache is not None:
             cache.begin(T)
-            for block in self.blocks:
-                x = block(x, control=control, cache=cache)
+        for block in self.blocks:
+            if isinstance(block, Block):
+                x, writes, diag = block.step(x, cache=cache, writes=writes, ablation=ablation)
+                diagnostics.append(diag)
+            else:
+                x = block(x, control=control) if cache is None else block(x, control=control, cache=cache)
+        if cache is not None:
             cache.end()
-        return self.ln_f(x)
+        return self.ln_f(x), diagnostics
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """Head of the features ``h`` [..., d] → logits [..., vocab]."""
@@ -168,55 +176,43 @@ def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_lay
 
 def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_seq_len: int,
                head_dim: int | None = None, window: int = 64, conv_width: int = 4, beta_floor: float = 0.0,
-               g_bias: float = 2.0, dropout: float = 0.0, state_read: bool = False, local_scale: float = 1.0,
-               local_drop_prob: float = 0.0) -> LM:
+               g_bias: float = 2.0, chunk_size: int = 64, dropout: float = 0.0, state_read: bool = False,
+               local_path: str = "none") -> LM:
     """A stack written as a string, one letter a layer — G: Gated DeltaNet, S: sliding-window attention (window
-    ``window``), A: full causal attention — each mixer followed by an MLP (MixerBlock). With ``state_read``, each S
-    layer is the hybrid's StateReadAttention reading the nearest G layer before it (``local_scale``,
-    ``local_drop_prob``)."""
-    last_gdn: GatedDeltaNet | None = None
+    ``window``), A: full causal attention — each mixer in a pre-LN Block with an MLP. With ``state_read``, each S
+    layer is the hybrid's StateReadAttention reading the nearest G layer before it, its local path one of
+    LOCAL_PATHS (``local_path``)."""
+    if local_path not in LOCAL_PATHS:
+        raise ValueError(f"unknown local_path {local_path!r}; allowed: {', '.join(LOCAL_PATHS)}")
+    read_dim: int | None = None
 
     def mixer(letter: str) -> nn.Module:
-        nonlocal last_gdn
+        nonlocal read_dim
         if letter == "G":
-            last_gdn = GatedDeltaNet(d_model=d_model, n_head=n_head, head_dim=head_dim, conv_width=conv_width,
-                                     beta_floor=beta_floor, g_bias=g_bias)
-            return last_gdn
+            gdn = GatedDeltaNet(d_model=d_model, n_head=n_head, head_dim=head_dim, conv_width=conv_width,
+                                beta_floor=beta_floor, g_bias=g_bias, chunk_size=chunk_size)
+            read_dim = gdn.n_head * gdn.head_dim
+            return gdn
         if letter == "S" and state_read:
-            if last_gdn is None:
+            if read_dim is None:
                 raise ValueError(f"pattern {pattern!r}: a state-reading S layer needs a G layer before it")
-            return StateReadAttention(last_gdn, d_model=d_model, n_head=n_head, window=window,
-                                      local_scale=local_scale, local_drop_prob=local_drop_prob)
+            return StateReadAttention(d_model=d_model, n_head=n_head, read_dim=read_dim, window=window,
+                                      **LOCAL_PATHS[local_path])
         if letter == "S":
             return SlidingWindowAttention(d_model=d_model, n_head=n_head, window=window, dropout=dropout)
         if letter == "A":
             return CausalSelfAttention(d_model=d_model, n_head=n_head, dropout=dropout)
         raise ValueError(f"unknown layer {letter!r} in pattern {pattern!r}; allowed: G, S, A")
 
-    blocks = [MixerBlock(mixer(c), d_model=d_model, dropout=dropout) for c in pattern]
+    blocks = [Block(d_model=d_model, dropout=dropout, mixer=mixer(c)) for c in pattern]
     return LM(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, blocks=blocks, dropout=dropout)
 
 
-@contextlib.contextmanager
-def state_ablation(model: nn.Module, on: bool = True):
-    """Within the block, every layer of ``model`` that reads a GDN state (GDN layers and state-reading attention)
-    reads zeros instead."""
-    layers = [m for m in model.modules() if isinstance(m, (GatedDeltaNet, StateReadAttention))]
-    before = [m.ablate_state for m in layers]
-    for m in layers:
-        m.ablate_state = on
-    try:
-        yield model
-    finally:
-        for m, b in zip(layers, before):
-            m.ablate_state = b
-
-
-def gdn_diagnostics(model: nn.Module) -> list[dict[str, float]]:
-    """Per layer, from the latest forward pass: state norm, mean β and mean gate (GDN layers); gate mean, local and
-    retrieval norms (state-reading attention)."""
-    return [{k: float(v) for k, v in m.last.items() if k != "state"}
-            for m in model.modules() if isinstance(m, (GatedDeltaNet, StateReadAttention)) and m.last]
+@torch.no_grad()
+def gdn_diagnostics(model: LM, idx: torch.Tensor) -> list[dict[str, float]]:
+    """Per GDN or state-reading layer, on the input ``idx``: state norm, mean β and mean gate (GDN layers); gate
+    mean, local and retrieval norms (state-reading attention)."""
+    return [d for d in model.run(idx)[1] if d]
 
 
 def ode_blocks(model: nn.Module) -> list[ODEFlowBlock]:
@@ -225,11 +221,13 @@ def ode_blocks(model: nn.Module) -> list[ODEFlowBlock]:
 
 
 def cache_problem(model: LM) -> str | None:
-    """Why ``model`` cannot decode with a KV cache, or None when it can: every block must be a transformer Block or
-    an ODEFlowBlock with a fixed-grid solver."""
+    """Why ``model`` cannot decode with a KV cache, or None when it can: every block must be a Block whose mixer is
+    full causal attention, or an ODEFlowBlock with a fixed-grid solver."""
     for i, block in enumerate(model.blocks):
         if isinstance(block, ODEFlowBlock) and block.solver not in FIXED_GRID:
             return f"block {i} integrates with the adaptive {block.solver!r}: its evaluation times depend on the input"
+        if isinstance(block, Block) and (problem := block.cache_problem()):
+            return f"block {i}: {problem}"
         if not isinstance(block, (Block, ODEFlowBlock)):
             return f"block {i} is a {type(block).__name__}, which has no KV cache"
     return None

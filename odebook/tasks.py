@@ -1,93 +1,140 @@
-"""Needle-in-a-haystack retrieval tasks, their batches and their scoring.
+"""Multi-key associative recall: a retrieval task that needs memory *and* binding.
 
-The source's task: "<Name> has a <color> <object>." followed by n distractor sentences and "What does <Name>
-have?", answered by the colour. A variant puts the fact at a random position and asks "What color is <Name>'s
-<object>?". Eight names, objects and colours: 512 combinations, of which a fixed fifth is held out of training so
-that a split of never-seen combinations can be scored. The answer is one token: the colour with its leading space
-under GPT-2 (each is a single token), or its first byte under the byte tokenizer (the eight first letters differ).
-Scoring: top-1 and top-5 accuracy of the answer token at the last prompt position, with Wilson 95 % intervals.
+A prompt holds ``k`` facts "<Name> has a <colour> <object>." (k distinct names, k distinct colours) among filler
+sentences that mention names and colours too ("<Other> saw a <colour> <thing>."; filler names are never the bound
+names), then the question "What color does <Name> have?" about one bound name, answered by its colour. Copying a
+colour is not enough: the same body with a question about another bound name has another answer (tests/test_tasks).
+
+Facts stand at random sentence positions in training and evaluation. Held-out *pairs*: each name has one colour it is
+never bound to in training (a Latin-square tenth of the pairs); the 'unseen pairs' set asks about exactly those.
+Evaluation sets put the queried fact anywhere ('random'), last ('inside': next to the question) or first ('far').
+Shortcuts (answer the most recent colour, the most frequent colour, the latest fact's colour, a bound colour at
+random) and chance are scored on the same examples (odebook.retrieval). The answer is one token: the colour with its
+leading space under GPT-2, or its first byte under the byte tokenizer (the eight first letters differ).
 """
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-from scipy import stats
 
 from odebook.data import Tokenizer
 
-__all__ = ["NAMES", "OBJECTS", "COLORS", "Example", "make_example", "make_examples", "evaluation_sets", "third",
-           "combinations", "encode", "batch", "equal_stages", "curriculum_batches", "max_prompt_tokens", "Score",
-           "score"]
+__all__ = ["NAMES", "OBJECTS", "COLORS", "HELD_OUT", "IGNORE", "PLACEMENTS", "Example", "make_example",
+           "make_examples", "evaluation_sets", "encode", "batch", "distance", "equal_stages", "curriculum_batches",
+           "max_prompt_tokens", "shortcuts", "CHANCE"]
 
-NAMES = ("Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace", "Henry")
+NAMES = ("Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace", "Henry", "Iris", "Jack")
 OBJECTS = ("ball", "book", "car", "hat", "lamp", "cup", "box", "bag")
 COLORS = ("red", "blue", "green", "yellow", "violet", "orange", "white", "cyan")
-_NOUNS = ("river", "market", "train", "garden", "window", "teacher", "storm", "road", "village", "clock", "letter",
-          "bridge")
-_STATES = ("quiet", "busy", "late", "calm", "cold", "old", "new", "small", "empty", "crowded", "wet", "far away")
-_TIMES = ("that morning", "in the evening", "on Monday", "all day", "at noon", "after the rain", "last week")
-HELD_OUT_FRACTION = 0.2
+_VERBS = ("saw", "found", "passed", "painted")
+_THINGS = ("bird", "door", "kite", "boat", "coat", "fence", "flower", "shirt")
+HELD_OUT = frozenset((n, COLORS[(3 * i) % len(COLORS)]) for i, n in enumerate(NAMES))  # one colour per name
+PLACEMENTS = ("random", "inside", "far")
+CHANCE = 1 / len(COLORS)
 IGNORE = -100
+MAX_K = len(COLORS)
 
 
 @dataclass(frozen=True)
 class Example:
     prompt: str  # ends just before the answer
-    color: str
-    position: float  # where the fact stands among the sentences, 0 = first, 1 = last
+    color: str  # the answer
+    name: str  # the queried name
+    k: int  # bindings in the prompt
+    fact_index: int  # sentence index of the queried fact
+    n_sentences: int  # facts + filler
+    answer_at: int  # character offset of the queried fact's colour word in the prompt
+    colors_seen: tuple[str, ...]  # every colour word of the prompt, in order (facts and filler)
+    bound: tuple[str, ...]  # the bound colours, in the order of their facts
 
 
-def combinations(split: str) -> list[tuple[str, str, str]]:
-    """(name, object, colour) triples: 'seen' (used in training) or 'unseen' (a fixed fifth, never trained on)."""
-    every = [(n, o, c) for n in NAMES for o in OBJECTS for c in COLORS]
-    random.Random(2024).shuffle(every)
-    cut = int(len(every) * HELD_OUT_FRACTION)
-    return every[cut:] if split == "seen" else every[:cut]
+def make_example(rng: random.Random, *, k: int, n_filler: int, placement: str = "random",
+                 split: str = "seen") -> Example:
+    """One prompt. ``split`` 'seen' never binds a held-out pair; 'unseen' asks about a held-out pair (the other
+    bindings are seen ones). ``placement``: where the queried fact stands (PLACEMENTS)."""
+    if not 1 <= k <= min(MAX_K, len(NAMES) - 1):
+        raise ValueError(f"k = {k}: between 1 and {min(MAX_K, len(NAMES) - 1)} bindings per prompt")
+    names = rng.sample(NAMES, k)
+    colors: list[str] = []
+    for i, name in enumerate(names):
+        if i == 0 and split == "unseen":
+            colors.append(next(c for n, c in HELD_OUT if n == name))
+            continue
+        allowed = [c for c in COLORS if c not in colors and (name, c) not in HELD_OUT]
+        colors.append(rng.choice(allowed))
+    others = [n for n in NAMES if n not in names]
+    filler = [f"{rng.choice(others)} {rng.choice(_VERBS)} a {rng.choice(COLORS)} {rng.choice(_THINGS)}."
+              for _ in range(n_filler)]
+    n_sentences = k + n_filler
+    if placement == "random":
+        slots = rng.sample(range(n_sentences), k)
+    elif placement in ("inside", "far"):
+        rest = rng.sample(range(n_sentences - 1), k - 1)
+        slots = [n_sentences - 1, *rest] if placement == "inside" else [0, *(s + 1 for s in rest)]
+    else:
+        raise ValueError(f"placement {placement!r}; allowed: {', '.join(PLACEMENTS)}")
+    facts = {slot: (name, color) for slot, name, color in zip(slots, names, colors)}
+    sentences, answer_at, colors_seen, bound, offset = [], -1, [], [], 0
+    filler_iter = iter(filler)
+    for i in range(n_sentences):
+        if i in facts:
+            name, color = facts[i]
+            sentence = f"{name} has a {color} {rng.choice(OBJECTS)}."
+            bound.append(color)
+            if i == slots[0]:
+                answer_at = offset + len(name) + len(" has a ")
+        else:
+            sentence = next(filler_iter)
+        colors_seen.append(next(c for c in COLORS if f" {c} " in f" {sentence} "))
+        sentences.append(sentence)
+        offset += len(sentence) + 1
+    prompt = " ".join(sentences + [f"What color does {names[0]} have?"])
+    return Example(prompt, colors[0], names[0], k, slots[0], n_sentences, answer_at, tuple(colors_seen),
+                   tuple(bound))
 
 
-def make_example(rng: random.Random, n_distractors: int, variant: str = "fixed",
-                 combos: Sequence[tuple[str, str, str]] | None = None) -> Example:
-    """One example; ``variant`` 'fixed' puts the fact first, 'random' anywhere among the distractors."""
-    name, obj, color = rng.choice(combos or combinations("seen"))
-    fact = f"{name} has a {color} {obj}."
-    filler = [f"The {rng.choice(_NOUNS)} was {rng.choice(_STATES)} {rng.choice(_TIMES)}." for _ in range(n_distractors)]
-    at = 0 if variant == "fixed" else rng.randint(0, n_distractors)
-    sentences = filler[:at] + [fact] + filler[at:]
-    question = f"What does {name} have?" if variant == "fixed" else f"What color is {name}'s {obj}?"
-    return Example(" ".join(sentences + [question]), color, at / max(n_distractors, 1))
-
-
-def make_examples(n: int, seed: int, n_distractors: int, variant: str = "fixed",
+def make_examples(n: int, seed: int, *, k: int, n_filler: int, placement: str = "random",
                   split: str = "seen") -> list[Example]:
     """``n`` examples drawn with their own ``seed`` (keep evaluation seeds apart from training seeds)."""
-    rng, combos = random.Random(seed), combinations(split)
-    return [make_example(rng, n_distractors, variant, combos) for _ in range(n)]
+    rng = random.Random(seed)
+    return [make_example(rng, k=k, n_filler=n_filler, placement=placement, split=split) for _ in range(n)]
 
 
-def evaluation_sets(n: int, seed: int, n_distractors: int) -> dict[str, list[Example]]:
-    """The three evaluation sets of the retrieval studies, each of ``n`` examples with a seed of its own: the
-    fixed-position task, the random-position task, and the fixed-position task on unseen combinations."""
-    return {"fixed": make_examples(n, seed, n_distractors, "fixed", "seen"),
-            "random position": make_examples(n, seed + 1, n_distractors, "random", "seen"),
-            "unseen combinations": make_examples(n, seed + 2, n_distractors, "fixed", "unseen")}
+def evaluation_sets(n: int, seed: int, *, ks: Sequence[int], n_filler: int) -> dict[tuple[str, int], list[Example]]:
+    """Per k: the queried fact at a random position, 'inside' (last sentence), 'far' (first sentence), and the
+    random placement on 'unseen pairs' — each set ``n`` examples with a seed of its own."""
+    sets = {}
+    for j, k in enumerate(ks):
+        for i, (name, placement, split) in enumerate((("random", "random", "seen"), ("inside", "inside", "seen"),
+                                                       ("far", "far", "seen"), ("unseen pairs", "random", "unseen"))):
+            sets[(name, k)] = make_examples(n, seed + 10 * j + i, k=k, n_filler=n_filler, placement=placement,
+                                            split=split)
+    return sets
 
 
-def third(ex: Example) -> str:
-    """Where the fact stands in the haystack: 'early', 'middle' or 'late' (thirds)."""
-    return "early" if ex.position < 1 / 3 else "middle" if ex.position < 2 / 3 else "late"
+def shortcuts(ex: Example) -> dict[str, float]:
+    """Expected accuracy of each shortcut on ``ex``: copy the most recent colour word, the most frequent one (ties: the
+    latest), the latest fact's colour, or a bound colour at random (1/k)."""
+    counts = Counter(ex.colors_seen)
+    top = max(counts.values())
+    frequent = next(c for c in reversed(ex.colors_seen) if counts[c] == top)
+    return {"most recent colour": float(ex.colors_seen[-1] == ex.color), "most frequent colour": float(frequent == ex.color),
+            "latest fact's colour": float(ex.bound[-1] == ex.color), "a bound colour at random": 1 / ex.k}
 
 
-def max_prompt_tokens(n_distractors: int, tok: Tokenizer) -> int:
-    """An upper bound on the tokens of any prompt with ``n_distractors`` distractors (longest sentence of each
-    kind), so a model's max_seq_len can be checked before training."""
+def max_prompt_tokens(k: int, n_filler: int, tok: Tokenizer) -> int:
+    """An upper bound on the tokens of any prompt (longest sentence of each kind), so a model's max_seq_len can be
+    checked before training."""
     fact = max(len(tok.encode(f" {n} has a {c} {o}.")) for n in NAMES for o in OBJECTS for c in COLORS)
-    filler = max(len(tok.encode(f" The {a} was {b} {c}.")) for a in _NOUNS for b in _STATES for c in _TIMES)
-    question = max(len(tok.encode(f" What color is {n}'s {o}? ")) for n in NAMES for o in OBJECTS)
-    return fact + n_distractors * filler + question + 2
+    filler = max(len(tok.encode(f" {n} {v} a {c} {t}.")) for n in NAMES for v in _VERBS for c in COLORS
+                 for t in _THINGS)
+    question = max(len(tok.encode(f" What color does {n} have? ")) for n in NAMES)
+    return k * fact + n_filler * filler + question + 2
 
 
 def _answer(color: str, tok: Tokenizer) -> tuple[str, int]:
@@ -99,6 +146,12 @@ def _answer(color: str, tok: Tokenizer) -> tuple[str, int]:
 def encode(ex: Example, tok: Tokenizer) -> tuple[list[int], int]:
     suffix, answer = _answer(ex.color, tok)
     return tok.encode(ex.prompt + suffix), answer
+
+
+def distance(ex: Example, tok: Tokenizer) -> int:
+    """Tokens from the queried fact's colour word to the position that predicts the answer."""
+    suffix, _ = _answer(ex.color, tok)
+    return len(tok.encode(ex.prompt[ex.answer_at:] + suffix)) - 1
 
 
 def batch(examples: Sequence[Example], tok: Tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -116,57 +169,18 @@ def batch(examples: Sequence[Example], tok: Tokenizer) -> tuple[torch.Tensor, to
 
 
 def equal_stages(curriculum: Sequence[int], steps: int) -> list[tuple[int, int]]:
-    """[(until_step, n_distractors), …]: the curriculum's stages with equal numbers of steps, covering ``steps``."""
+    """[(until_step, n_filler), …]: the curriculum's stages with equal numbers of steps, covering ``steps``."""
     per_stage = -(-steps // len(curriculum))
     return [((i + 1) * per_stage, n) for i, n in enumerate(curriculum)]
 
 
 def curriculum_batches(tok: Tokenizer, batch_size: int, seed: int, stages: Sequence[tuple[int, int]],
-                       variant: str = "fixed") -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Endless (inputs, targets) batches of seen combinations; ``stages`` = [(until_step, n_distractors), …], the
-    last stage lasting for ever."""
+                       ks: Sequence[int]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Endless (inputs, targets) batches of seen pairs at random positions, k drawn uniformly from ``ks`` per
+    prompt; ``stages`` = [(until_step, n_filler), …], the last stage lasting for ever."""
     rng, step = random.Random(seed), 0
     while True:
         step += 1
         n = next((d for until, d in stages if step <= until), stages[-1][1])
-        x, y, _ = batch([make_example(rng, n, variant) for _ in range(batch_size)], tok)
+        x, y, _ = batch([make_example(rng, k=rng.choice(ks), n_filler=n) for _ in range(batch_size)], tok)
         yield x, y
-
-
-@dataclass(frozen=True)
-class Score:
-    top1: int
-    top5: int
-    n: int
-    hits: tuple[bool, ...] = ()  # top-1 hit of each example, in order (for paired comparisons)
-
-    def interval(self, hits: int) -> tuple[float, float]:
-        """Wilson 95 % interval of a hit count."""
-        ci = stats.binomtest(hits, self.n).proportion_ci(confidence_level=0.95, method="wilson")
-        return ci.low, ci.high
-
-    @property
-    def acc1(self) -> float:
-        return self.top1 / self.n
-
-    @property
-    def acc5(self) -> float:
-        return self.top5 / self.n
-
-
-@torch.no_grad()
-def score(model: torch.nn.Module, examples: Sequence[Example], tok: Tokenizer, device: torch.device,
-          batch_size: int = 50) -> Score:
-    """Top-1 and top-5 hits of the answer token at each example's last prompt position."""
-    model.eval()
-    top1 = top5 = 0
-    hits: list[bool] = []
-    for start in range(0, len(examples), batch_size):
-        x, y, last = batch(examples[start:start + batch_size], tok)
-        logits = model(x.to(device))[torch.arange(len(x)), last.to(device)]  # [B, vocab]
-        answer = y[torch.arange(len(x)), last].to(device)
-        ranks = (logits > logits.gather(1, answer[:, None])).sum(1)  # how many tokens score above the answer
-        top1 += int((ranks == 0).sum())
-        top5 += int((ranks < 5).sum())
-        hits += (ranks == 0).tolist()
-    return Score(top1, top5, len(examples), tuple(hits))

@@ -1,84 +1,122 @@
 import random
+from collections import Counter
 
 import pytest
 import torch
+from scipy import stats
 
 from odebook import tasks
 from odebook.data import ByteTokenizer, get_tokenizer
 
 
-def test_combinations_hold_out_a_fixed_fifth():
-    seen, unseen = tasks.combinations("seen"), tasks.combinations("unseen")
-    assert len(seen) + len(unseen) == 512 and len(unseen) == 102
-    assert not set(seen) & set(unseen)
-    assert unseen == tasks.combinations("unseen")  # the same every time
+def test_binding_is_needed_the_colours_alone_do_not_give_the_answer():
+    """Two prompts with the same body (hence the same colour words in the same order) but questions about different
+    bound names have different answers: no function of the colours alone answers both."""
+    for seed in range(20):
+        a = tasks.make_example(random.Random(seed), k=3, n_filler=4)
+        body = a.prompt[: a.prompt.rindex("What color")]
+        others = {n for n in tasks.NAMES if f"{n} has a " in body} - {a.name}
+        assert len(others) == 2
+        for ex in (a, *(tasks.make_example(random.Random(seed), k=3, n_filler=4) for _ in range(1))):
+            assert ex.prompt.startswith(body)
+        # the same body asked about another bound name: its colour, not a's
+        other = sorted(others)[0]
+        other_color = body.split(f"{other} has a ")[1].split()[0]
+        assert other_color != a.color and other_color in a.bound and a.color in a.bound
+        assert len(set(a.bound)) == 3  # k distinct colours: every bound colour is the answer to some question
 
 
-def test_examples_follow_the_source_templates():
+def test_filler_mentions_names_and_colours_but_never_binds_them():
+    ex = tasks.make_example(random.Random(1), k=2, n_filler=6)
+    filler = [s for s in ex.prompt.split(". ") if " saw a " in s or " found a " in s or " passed a " in s
+              or " painted a " in s]
+    assert len(filler) == 6 and len(ex.colors_seen) == 8
+    bound_names = {n for n in tasks.NAMES if f"{n} has a " in ex.prompt}
+    assert not any(s.split()[0] in bound_names for s in filler)
+
+
+def test_held_out_pairs_never_appear_as_bindings_in_training_batches():
     rng = random.Random(0)
-    ex = tasks.make_example(rng, 3, "fixed")
-    name = ex.prompt.split()[0]
-    assert ex.prompt.startswith(f"{name} has a {ex.color} ") and ex.prompt.endswith(f"What does {name} have?")
-    assert ex.prompt.count(".") == 4 and ex.position == 0
-    positions = {tasks.make_example(rng, 10, "random").position for _ in range(200)}
-    assert min(positions) == 0 and max(positions) == 1 and len(positions) == 11
-    assert "What color is" in tasks.make_example(rng, 2, "random").prompt
-
-
-def test_answer_is_one_token_for_both_tokenizers():
-    ex = tasks.Example("Alice has a red ball. What does Alice have?", "red", 0.0)
-    ids, answer = tasks.encode(ex, get_tokenizer("gpt2"))
-    assert answer == 2266 and get_tokenizer("gpt2").decode([answer]) == " red"
-    ids, answer = tasks.encode(ex, ByteTokenizer())
-    assert chr(answer) == "r" and ids[-1] == ord(" ")
-    assert len({tasks.encode(tasks.Example("x?", c, 0), ByteTokenizer())[1] for c in tasks.COLORS}) == 8
-
-
-def test_batches_put_the_only_target_at_the_last_prompt_position():
+    for _ in range(2000):
+        ex = tasks.make_example(rng, k=rng.choice([1, 2, 4, 6]), n_filler=2)
+        pairs = {(n, c) for n in tasks.NAMES for c in tasks.COLORS if f"{n} has a {c} " in ex.prompt}
+        assert len(pairs) == ex.k and not pairs & tasks.HELD_OUT
     tok = ByteTokenizer()
-    exs = [tasks.make_example(random.Random(i), i, "fixed") for i in range(3)]
+    batches = tasks.curriculum_batches(tok, 16, seed=1, stages=[(5, 3)], ks=[2, 4, 6])
+    for _ in range(20):
+        x, _ = next(batches)
+        for row in x:
+            text = tok.decode([int(t) for t in row if t])
+            assert not any(f"{n} has a {c} " in text for n, c in tasks.HELD_OUT)
+    unseen = tasks.make_examples(200, 5, k=3, n_filler=2, split="unseen")
+    assert all((ex.name, ex.color) in tasks.HELD_OUT for ex in unseen)
+    assert len(tasks.HELD_OUT) == len(tasks.NAMES) and len({c for _, c in tasks.HELD_OUT}) == len(tasks.COLORS)
+
+
+def test_fact_positions_are_uniform_in_training_and_random_evaluation():
+    rng = random.Random(3)
+    n_sentences = 7
+    counts = Counter(tasks.make_example(rng, k=2, n_filler=n_sentences - 2).fact_index for _ in range(7000))
+    assert stats.chisquare([counts[i] for i in range(n_sentences)]).pvalue > 0.001
+    inside = tasks.make_examples(50, 1, k=3, n_filler=4, placement="inside")
+    far = tasks.make_examples(50, 1, k=3, n_filler=4, placement="far")
+    assert {ex.fact_index for ex in inside} == {6} and {ex.fact_index for ex in far} == {0}
+
+
+def test_distance_counts_tokens_from_the_fact_to_the_answer_position():
+    tok = ByteTokenizer()
+    ex = tasks.make_example(random.Random(0), k=1, n_filler=0)
+    ids, _ = tasks.encode(ex, tok)
+    assert ex.prompt[ex.answer_at:].startswith(ex.color)
+    assert tasks.distance(ex, tok) == len(ids) - 1 - ex.answer_at  # the fact's colour byte → last prompt position
+    far = tasks.make_examples(30, 2, k=2, n_filler=5, placement="far")
+    inside = tasks.make_examples(30, 2, k=2, n_filler=5, placement="inside")
+    assert min(tasks.distance(e, tok) for e in far) > max(tasks.distance(e, tok) for e in inside)
+
+
+def test_shortcuts_are_shortcuts_and_not_solutions():
+    exs = tasks.make_examples(2000, 7, k=4, n_filler=4)
+    acc = {name: sum(tasks.shortcuts(ex)[name] for ex in exs) / len(exs) for name in tasks.shortcuts(exs[0])}
+    assert acc["a bound colour at random"] == pytest.approx(0.25)
+    assert all(0.0 < a < 0.5 for a in acc.values())  # better than nothing, far from solving the task
+    ex = exs[0]
+    assert tasks.shortcuts(ex)["most recent colour"] == float(ex.colors_seen[-1] == ex.color)
+
+
+def test_answers_are_single_distinct_tokens():
+    ex = tasks.make_example(random.Random(0), k=2, n_filler=1)
+    ids, answer = tasks.encode(ex, get_tokenizer("gpt2"))
+    assert get_tokenizer("gpt2").decode([answer]) == " " + ex.color
+    assert len({tasks.encode(tasks.make_example(random.Random(0), k=1, n_filler=0), ByteTokenizer())[1]}) == 1
+    firsts = {c[0] for c in tasks.COLORS}
+    assert len(firsts) == len(tasks.COLORS)
+
+
+def test_batch_marks_only_the_answer():
+    tok = ByteTokenizer()
+    exs = tasks.make_examples(3, 0, k=2, n_filler=2)
     x, y, last = tasks.batch(exs, tok)
     assert ((y != tasks.IGNORE).sum(1) == 1).all()
     for i, ex in enumerate(exs):
         ids, answer = tasks.encode(ex, tok)
-        assert last[i] == len(ids) - 1 and y[i, last[i]] == answer and x[i, : len(ids)].tolist() == ids
+        assert x[i, : len(ids)].tolist() == ids and y[i, last[i]] == answer
 
 
-def test_curriculum_grows_the_haystack():
-    batches = tasks.curriculum_batches(ByteTokenizer(), 2, seed=0, stages=[(2, 0), (4, 5)])
-    lengths = [next(batches)[0].shape[1] for _ in range(6)]
-    assert max(lengths[:2]) < 60 < min(lengths[2:])
-
-
-class ConstantModel(torch.nn.Module):
-    """Logits that rank the bytes of 'r' first, then 'b', 'g', 'y', 'v', 'o', 'w', 'c'."""
-
-    def forward(self, x):
-        logits = torch.zeros(*x.shape, 256)
-        for rank, letter in enumerate("rbgyvowc"):
-            logits[..., ord(letter)] = 10.0 - rank
-        return logits
-
-
-@pytest.mark.parametrize("color, top1, top5", [("red", 4, 4), ("violet", 0, 4), ("cyan", 0, 0)])
-def test_score_counts_top1_and_top5(color, top1, top5):
-    exs = [tasks.Example(f"Alice has a {color} cup. What does Alice have?", color, 0.0)] * 4
-    s = tasks.score(ConstantModel(), exs, ByteTokenizer(), torch.device("cpu"), batch_size=3)
-    assert (s.top1, s.top5, s.n) == (top1, top5, 4)
-
-
-def test_wilson_interval():
-    low, high = tasks.Score(5, 5, 10).interval(5)
-    assert low == pytest.approx(0.2366, abs=1e-4) and high == pytest.approx(0.7634, abs=1e-4)
-
-
-def test_evaluation_sets_stages_and_thirds():
-    sets = tasks.evaluation_sets(20, seed=5, n_distractors=3)
-    assert [len(v) for v in sets.values()] == [20, 20, 20]
-    assert all(ex.position == 0 for ex in sets["fixed"])
-    unseen = set(tasks.combinations("unseen"))
-    assert all((ex.prompt.split()[0], ex.prompt.split()[4].rstrip("."), ex.color) in unseen
-               for ex in sets["unseen combinations"])
+def test_curriculum_batches_grow_and_draw_k():
+    batches = tasks.curriculum_batches(ByteTokenizer(), 2, seed=0, stages=[(2, 0), (4, 5)], ks=[1, 3])
+    lengths = [next(batches)[0].shape[1] for _ in range(4)]
+    assert max(lengths[:2]) < min(lengths[2:])
     assert tasks.equal_stages([0, 10, 30], 10) == [(4, 0), (8, 10), (12, 30)]
-    assert [tasks.third(tasks.Example("", "red", x)) for x in (0.0, 0.4, 0.7, 1.0)] == ["early", "middle", "late",
-                                                                                          "late"]
+
+
+def test_max_prompt_tokens_bounds_every_prompt():
+    tok = ByteTokenizer()
+    bound = tasks.max_prompt_tokens(4, 5, tok)
+    assert all(len(tasks.encode(ex, tok)[0]) <= bound for ex in tasks.make_examples(300, 1, k=4, n_filler=5))
+
+
+def test_bad_task_arguments_are_refused():
+    with pytest.raises(ValueError, match="bindings per prompt"):
+        tasks.make_example(random.Random(0), k=9, n_filler=0)
+    with pytest.raises(ValueError, match="placement"):
+        tasks.make_example(random.Random(0), k=1, n_filler=0, placement="middle")

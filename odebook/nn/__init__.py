@@ -1,6 +1,7 @@
 """Mixers and blocks: one concept per file, a plain reference beside each fast path."""
 
-from odebook.nn.attention import MLP, Block, CausalSelfAttention, attention_reference, causal_attention, gelu_mlp
+from odebook.nn.attention import MLP, CausalSelfAttention, attention_reference, causal_attention, gelu_mlp
+from odebook.nn.block import Block
 from odebook.nn.depth import DepthStack, TimeMLP, sinusoidal_embedding
 from odebook.nn.hypernet import HyperBlock
 from odebook.nn.modulated import GatedBlock, OutputGatedBlock, SSMGatedBlock

@@ -1,4 +1,4 @@
-"""Causal multi-head self-attention (SDPA), the 4x GELU MLP and the pre-LN transformer block."""
+"""Causal multi-head self-attention (SDPA, optionally over a sliding window) and the 4x GELU MLP."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from torch import nn
 
 from odebook.nn.kv_cache import KVCache
 
-__all__ = ["CausalSelfAttention", "MLP", "Block", "MixerBlock", "attention_reference", "causal_attention", "gelu_mlp",
-           "banded_causal_mask", "SlidingWindowAttention"]
+__all__ = ["CausalSelfAttention", "MLP", "attention_reference", "causal_attention", "gelu_mlp", "banded_causal_mask",
+           "SlidingWindowAttention"]
 
 
 def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -68,9 +68,13 @@ class CausalSelfAttention(nn.Module):
                              self.dropout if self.training else 0.0, self.window)
         return self.resid_dropout(y)
 
+    def cache_problem(self) -> str | None:
+        """Why this attention cannot decode with a KV cache, or None: the one rule (odebook.models asks it too)."""
+        return None if self.window is None else "a sliding window (the KV cache is for full causal attention)"
+
     def _cached(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        if self.window is not None:
-            raise ValueError("the KV cache is for full causal attention, not a sliding window")
+        if (problem := self.cache_problem()) is not None:
+            raise ValueError(f"cannot decode with a KV cache: {problem}")
         B, T, C = x.shape
         offset = cache.length
         q, k, v = self.heads(x)
@@ -92,36 +96,6 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(gelu_mlp(x, self.fc.weight, self.fc.bias, self.proj.weight, self.proj.bias))
-
-
-class MixerBlock(nn.Module):
-    """Pre-LN block around any sequence mixer: x + mixer(LN x), then x + mlp(LN x)."""
-
-    def __init__(self, mixer: nn.Module, *, d_model: int, dropout: float = 0.0):
-        super().__init__()
-        self.ln1, self.mixer = nn.LayerNorm(d_model), mixer
-        self.ln2, self.mlp = nn.LayerNorm(d_model), MLP(d_model=d_model, dropout=dropout)
-
-    def forward(self, x: torch.Tensor, control: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.mixer(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class Block(nn.Module):
-    """Pre-LN transformer block: x + attn(LN x), then x + mlp(LN x)."""
-
-    def __init__(self, *, d_model: int, n_head: int, dropout: float = 0.0):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(d_model)
-        self.attn = CausalSelfAttention(d_model=d_model, n_head=n_head, dropout=dropout)
-        self.ln2 = nn.LayerNorm(d_model)
-        self.mlp = MLP(d_model=d_model, dropout=dropout)
-
-    def forward(self, x: torch.Tensor, control: torch.Tensor | None = None,
-                cache: KVCache | None = None) -> torch.Tensor:
-        """``control`` is accepted so every block shares one signature; a discrete block ignores it."""
-        x = x + self.attn(self.ln1(x), cache=cache)
-        return x + self.mlp(self.ln2(x))
 
 
 def banded_causal_mask(T: int, window: int, device=None) -> torch.Tensor:

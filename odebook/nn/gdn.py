@@ -5,11 +5,15 @@ L2-normalised q and k; β_t = β_floor + (1 − β_floor)·σ(W_β x_t) (β_floo
 g_bias) (g_bias = 2 keeps σ(2) ≈ 0.88 of the state per step at initialisation); the gated delta rule; RMSNorm of
 each head's read-out times a SiLU output gate; output projection.
 
-``ablate_state = True`` zeroes the read-out o_t = Sᵀq_t — the state-ablation switch, so a notebook never copies a
-forward pass to ablate. ``last`` holds the final state and diagnostics of the latest forward pass.
+The layer stores nothing: ``forward`` returns a GDNOutput with the output, the final state, its ``Writes`` (what a
+later layer needs to read this state causally, position by position) and its diagnostics. ``ablate`` zeroes the
+read-out o_t = Sᵀq_t (the state ablation), passed as an argument, never set on the module.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +21,48 @@ from torch import nn
 
 from odebook.nn.delta_rule import gated_delta_rule
 
-__all__ = ["GatedDeltaNet", "ShortConv"]
+__all__ = ["GatedDeltaNet", "GDNOutput", "Writes", "Ablation", "ShortConv"]
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """What a forward pass zeroes. ``gdn_state``: every GDN layer's read-out of its own state; ``state_read``: the
+    state-reading layer's read of a GDN state (odebook.nn.hybrid); ``local``: every sliding-window attention output
+    (the hybrid's local path and plain S layers). Each switch zeroes exactly what it names."""
+
+    gdn_state: bool = False
+    state_read: bool = False
+    local: bool = False
+
+
+NO_ABLATION = Ablation()
+
+
+@dataclass(frozen=True)
+class Writes:
+    """What a GDN layer wrote (keys, values, log gates, write strengths [B, T, H, ·]) and its key projection, with
+    which a later layer forms read queries in the same key space."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    g: torch.Tensor
+    beta: torch.Tensor
+    read_keys: Callable[[torch.Tensor], torch.Tensor]
+    chunk_size: int
+
+    def read(self, x: torch.Tensor) -> torch.Tensor:
+        """r_t = S_tᵀ k̂(x_t) for every position t: the gated delta rule re-run over these writes with queries made
+        from ``x`` [B, T, d] by the writer's key projection. Causal: position t reads the state after t."""
+        out, _ = gated_delta_rule(self.read_keys(x), self.k, self.v, self.g, self.beta, chunk_size=self.chunk_size)
+        return out  # [B, T, H, V]
+
+
+@dataclass
+class GDNOutput:
+    y: torch.Tensor  # [B, T, d]
+    state: torch.Tensor  # [B, H, K, V], after the last position
+    writes: Writes
+    diagnostics: dict[str, float] = field(default_factory=dict)
 
 
 class ShortConv(nn.Module):
@@ -46,9 +91,6 @@ class GatedDeltaNet(nn.Module):
         self.norm = nn.RMSNorm(K)
         self.out = nn.Linear(n_head * K, d_model, bias=False)
         self.g_bias = g_bias
-        self.ablate_state = False
-        self.last: dict[str, torch.Tensor] = {}
-        self.writes: tuple[torch.Tensor, ...] = ()
 
     def _project(self, x: torch.Tensor, i: int) -> torch.Tensor:
         """Projection i (0 = q, 1 = k, 2 = v) → short convolution → SiLU, as [B, T, H, K]."""
@@ -61,7 +103,8 @@ class GatedDeltaNet(nn.Module):
         """L2-normalised keys of ``x`` [B, T, H, K]: the space this layer writes its state in."""
         return F.normalize(self._project(x, 1), dim=-1)
 
-    def forward(self, x: torch.Tensor, initial_state: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, *, initial_state: torch.Tensor | None = None,
+                ablate: bool = False) -> GDNOutput:
         B, T, _ = x.shape
         H, K = self.n_head, self.head_dim
         q, k, v = (self._project(x, i) for i in range(3))
@@ -69,10 +112,9 @@ class GatedDeltaNet(nn.Module):
         beta = self.beta_floor + (1 - self.beta_floor) * torch.sigmoid(self.beta(x))  # [B, T, H]
         g = F.logsigmoid(self.gate(x) + self.g_bias)  # [B, T, H], ≤ 0
         o, state = gated_delta_rule(q, k, v, g, beta, initial_state=initial_state, chunk_size=self.chunk_size)
-        if self.ablate_state:
+        if ablate:
             o = torch.zeros_like(o)
-        self.last = {"state": state.detach(), "state_norm": state.detach().norm(dim=(-2, -1)).mean(),
-                     "beta_mean": beta.detach().mean(), "gate_mean": g.detach().exp().mean()}
-        self.writes = (k, v, g, beta)  # what was written, for a layer that reads this state (odebook.nn.hybrid)
-        o = self.norm(o).reshape(B, T, H * K) * F.silu(self.out_gate(x))
-        return self.out(o)
+        diagnostics = {"state_norm": float(state.detach().norm(dim=(-2, -1)).mean()),
+                       "beta_mean": float(beta.detach().mean()), "gate_mean": float(g.detach().exp().mean())}
+        y = self.out(self.norm(o).reshape(B, T, H * K) * F.silu(self.out_gate(x)))
+        return GDNOutput(y, state, Writes(k, v, g, beta, self.keys, self.chunk_size), diagnostics)

@@ -1,13 +1,16 @@
 """The sliding-window layer of a GDN + SWA hybrid that also reads a Gated DeltaNet layer's state.
 
 y = m · swa(x) + σ(W_g x) ⊙ W_r r,   r_t = S_tᵀ k̂(x_t),
-where S_t is the state of the GDN layer ``source`` after position t and k̂ is *that layer's* key projection (with
-its short convolution, SiLU and L2 norm): write keys and read keys live in one space. The read-out is the gated
-delta rule run again with these queries over the source's own writes (k, v, g, β), so it is causal.
+where S_t is the state of the source GDN layer after position t and k̂ is *that layer's* key projection (with its
+short convolution, SiLU and L2 norm): write keys and read keys live in one space. The source's ``Writes`` arrive as
+an argument (the LM passes on what the GDN layer returned); the read re-runs the gated delta rule with these queries
+over them, so it is causal — never the final state, which would show every position the whole sequence.
 
-The local multiplier m: ``local_scale`` always (a static bottleneck), times a per-sequence Bernoulli keep mask with
-drop probability ``local_drop_prob`` in training (stochastic local drop; at inference nothing is dropped).
-``ablate_state`` zeroes r, like the GDN layers' own switch.
+The local multiplier m (``LOCAL_PATHS`` names the source's arms): ``local_scale`` at inference, and in training
+either the same static scale or a per-sequence Bernoulli keep mask with drop probability ``local_drop_prob``
+(stochastic local drop, the source's: kept sequences see scale 1 in training, ``local_scale`` at inference); with
+``inverted`` the kept sequences are scaled by 1/(1 − p) in training so the expected local path matches inference
+at scale 1 (inverted dropout; not the source's).
 """
 
 from __future__ import annotations
@@ -16,38 +19,49 @@ import torch
 from torch import nn
 
 from odebook.nn.attention import SlidingWindowAttention
-from odebook.nn.delta_rule import gated_delta_rule
-from odebook.nn.gdn import GatedDeltaNet
+from odebook.nn.gdn import NO_ABLATION, Ablation, Writes
 
-__all__ = ["StateReadAttention"]
+__all__ = ["StateReadAttention", "LOCAL_PATHS"]
+
+# The bottleneck arms of study 04, as the source ran them (keyword arguments of StateReadAttention).
+LOCAL_PATHS: dict[str, dict] = {
+    "static_0.3": {"local_scale": 0.3, "local_drop_prob": 0.0},
+    "static_0.1": {"local_scale": 0.1, "local_drop_prob": 0.0},
+    "drop_0.7": {"local_scale": 0.3, "local_drop_prob": 0.7},  # the source's: drop in training, 0.3 at inference
+    "drop_0.7_inverted": {"local_scale": 1.0, "local_drop_prob": 0.7, "inverted": True},  # not the source's
+    "none": {"local_scale": 1.0, "local_drop_prob": 0.0},
+}
 
 
 class StateReadAttention(nn.Module):
-    def __init__(self, source: GatedDeltaNet, *, d_model: int, n_head: int, window: int, local_scale: float = 1.0,
-                 local_drop_prob: float = 0.0):
+    def __init__(self, *, d_model: int, n_head: int, read_dim: int, window: int, local_scale: float = 1.0,
+                 local_drop_prob: float = 0.0, inverted: bool = False):
         super().__init__()
-        self._source = (source,)  # not a submodule: its parameters belong to its own block
         self.local = SlidingWindowAttention(d_model=d_model, n_head=n_head, window=window)
-        self.read_proj = nn.Linear(source.n_head * source.head_dim, d_model, bias=False)
+        self.read_proj = nn.Linear(read_dim, d_model, bias=False)
         self.gate = nn.Linear(d_model, d_model)
-        self.local_scale, self.local_drop_prob = local_scale, local_drop_prob
-        self.ablate_state = False
-        self.last: dict[str, torch.Tensor] = {}
+        self.local_scale, self.local_drop_prob, self.inverted = local_scale, local_drop_prob, inverted
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        source = self._source[0]
-        if not source.writes:
-            raise RuntimeError("StateReadAttention must run after its source GDN layer in the same forward pass")
+    def _local_multiplier(self, B: int, device) -> torch.Tensor | float:
+        if not self.training or self.local_drop_prob == 0:
+            return self.local_scale
+        keep = (torch.rand(B, 1, 1, device=device) >= self.local_drop_prob).float()
+        return keep / (1 - self.local_drop_prob) if self.inverted else keep
+
+    def forward(self, x: torch.Tensor, *, writes: Writes | None,
+                ablation: Ablation = NO_ABLATION) -> tuple[torch.Tensor, dict[str, float]]:
+        """x [B, T, d] and the source layer's writes → (output [B, T, d], diagnostics)."""
+        if writes is None:
+            raise ValueError("StateReadAttention needs the writes of a GDN layer before it")
         B, T, _ = x.shape
-        local = self.local(x) * self.local_scale
-        if self.training and self.local_drop_prob > 0:
-            local = local * (torch.rand(B, 1, 1, device=x.device) >= self.local_drop_prob)
-        k, v, g, beta = source.writes
-        read, _ = gated_delta_rule(source.keys(x), k, v, g, beta, chunk_size=source.chunk_size)
-        if self.ablate_state:
+        local = self.local(x) * self._local_multiplier(B, x.device)
+        if ablation.local:
+            local = torch.zeros_like(local)
+        read = writes.read(x)
+        if ablation.state_read:
             read = torch.zeros_like(read)
         retrieval = self.read_proj(read.reshape(B, T, -1))
         gate = torch.sigmoid(self.gate(x))
-        self.last = {"gate_mean": gate.detach().mean(), "local_norm": local.detach().norm(dim=-1).mean(),
-                     "retrieval_norm": retrieval.detach().norm(dim=-1).mean()}
-        return local + gate * retrieval
+        diagnostics = {"gate_mean": float(gate.detach().mean()), "local_norm": float(local.detach().norm(dim=-1).mean()),
+                       "retrieval_norm": float(retrieval.detach().norm(dim=-1).mean())}
+        return local + gate * retrieval, diagnostics

@@ -12,7 +12,7 @@ ODEBOOK_DATA ?=
 # JupyterLab refuses to start as root (containers) unless told to.
 LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup run-all lab test sync bench clean-outputs
+.PHONY: help setup run-all lab test test-all sync bench clean-outputs
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
@@ -37,7 +37,10 @@ lab:  ## JupyterLab on notebooks/ with the venv's python3 kernel and the runner'
 	env $$($(PY) -c 'from odebook.runtime import ALLOCATOR_ENV as e; print(" ".join(f"{k}={v}" for k, v in e.items()))') \
 		$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks
 
-test:  ## unit tests, notebook pairing, smoke execution of every notebook
+test:  ## the fast suite: unit tests, references, causality, parameters, pairing (no notebook executions)
+	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m pytest -m "not slow"
+
+test-all:  ## everything: the fast suite, then the slow tests (smoke execution of every notebook, fresh venvs, DDP)
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m pytest
 
 sync:  ## rewrite each notebook's colab cell, pair notebooks/*.py with *.ipynb (jupytext), strip outputs and counts

@@ -39,18 +39,18 @@ from odebook.flops import forward_flops
 from odebook.measure import peak_memory
 from odebook.models import count_params, lm_loss, time_indexed
 from odebook.nn.linear_ce import linear_cross_entropy_reference
-from odebook.params import TIME_INDEXED_MODELS
+from odebook.params import TIME_INDEXED_MODELS, GradientFlowParams, ODESolverParams, TimeIndexedParams
 from odebook.runtime import ALLOCATOR_ENV, Precision, seed_everything
 from odebook.train import TrainConfig, train
 
 __all__ = ["matmul_flops", "step_flops", "step_times", "main"]
 
-T4_SHAPE = dict(vocab_size=50257, d_model=256, n_layer=6, n_head=4, max_seq_len=64, dropout=0.1)
-BATCH, SEQ = 32, 64
-BUILDERS = {
-    "baseline": lambda: models.gpt(**T4_SHAPE),
-    "hybrid": lambda: models.ode_hybrid(**T4_SHAPE, ode_layers=[2, 3], solver="euler", steps=4),
-}
+# The shapes are the studies' own t4 defaults (their parameter schemas), not copies.
+GPT2_VOCAB = 50257
+T4_01 = GradientFlowParams()
+T4_SHAPE = T4_01.model_config(GPT2_VOCAB)
+BATCH, SEQ = T4_01.batch_size, T4_01.seq_len
+BUILDERS = {"baseline": T4_SHAPE.baseline, "hybrid": T4_SHAPE.hybrid}
 # (label, model, flush denormals, allocator settings, head + loss)
 ROWS = [
     ("baseline · sliced head · flushed · tuned alloc.", "baseline", True, True, "sliced"),
@@ -82,7 +82,7 @@ def step_flops(model: torch.nn.Module, loss_fn=lm_loss) -> tuple[float, float]:
     """The model's FLOPs (counted by torch on the plain path: the sliced head does the same matmuls, but the counter
     misses the in-place addmm_ that accumulates its weight gradient) and the peak memory in bytes of one forward +
     backward pass with ``loss_fn`` at the benchmark shape."""
-    x = torch.randint(0, T4_SHAPE["vocab_size"], (BATCH, SEQ))
+    x = torch.randint(0, GPT2_VOCAB, (BATCH, SEQ))
     flops = count_flops(lambda: LOSSES["plain"](model, (x, x.roll(-1, 1))).backward())
     model.zero_grad(set_to_none=True)
     peak = peak_memory(lambda: loss_fn(model, (x, x.roll(-1, 1))).backward(), torch.device("cpu"))
@@ -94,7 +94,7 @@ def step_times(model: torch.nn.Module, steps: int, warmup: int, flush_denormal: 
                loss_fn=lm_loss) -> list[float]:
     """Seconds per training step of ``model`` after ``warmup`` steps."""
     torch.set_flush_denormal(flush_denormal)
-    tokens = torch.randint(0, T4_SHAPE["vocab_size"], (200_000,), generator=torch.Generator().manual_seed(0))
+    tokens = torch.randint(0, GPT2_VOCAB, (200_000,), generator=torch.Generator().manual_seed(0))
     batches = random_batches(tokens, BATCH, SEQ, seed=0)
     precision = Precision(torch.device("cpu"), None)  # fp32; flushing is set above, not by the policy
     hist = train(model, batches, [next(batches)], TrainConfig(steps=warmup + steps, lr=3e-4, eval_interval=10**9),
@@ -109,8 +109,8 @@ def _worker(model_name: str, flush: bool, head: str, steps: int, warmup: int) ->
     return {"flops": flops, "peak": peak, "times": step_times(model, steps, warmup, flush, LOSSES[head])}
 
 
-T4_02 = dict(vocab_size=256, d_model=256, n_head=4, n_layer=6, max_seq_len=128)
-BATCH_02, SEQ_02 = 8, 128
+T4_02 = TimeIndexedParams()
+BATCH_02, SEQ_02 = T4_02.batch_size, T4_02.seq_len
 
 
 def _worker_02(steps: int, warmup: int) -> dict:
@@ -120,7 +120,7 @@ def _worker_02(steps: int, warmup: int) -> dict:
     rows = {}
     for name in TIME_INDEXED_MODELS:
         seed_everything(0)
-        model = time_indexed(name, **T4_02)
+        model = time_indexed(name, **T4_02.model_config(256))
         batches = random_batches(tokens, BATCH_02, SEQ_02, seed=0)
         flops = forward_flops(model, next(batches)[0])
         hist = train(model, batches, [next(batches)], TrainConfig(steps=warmup + steps, lr=3e-4,
@@ -151,8 +151,8 @@ def delta_rule_times(T: int, repeats: int) -> dict[str, float]:
     return out
 
 
-T4_05 = {**T4_SHAPE, "max_seq_len": 1088, "dropout": 0.0}  # study 01's shape with room for 32 + 1024 tokens
-ODE_05 = dict(ode_layers=[2, 3], solver="rk4")
+T4_05 = ODESolverParams()  # study 01's model with a positional table for a 32-token prompt + 1024 new tokens
+CONFIG_05 = T4_05.model_config(GPT2_VOCAB, solver=T4_05.generation_solver, steps=2)
 
 
 def _worker_05() -> dict:
@@ -161,14 +161,14 @@ def _worker_05() -> dict:
 
     torch.set_flush_denormal(True)
     seed_everything(0)
-    generators = {"baseline": models.gpt(**T4_05), "hybrid rk4 ×2": models.ode_hybrid(**T4_05, **ODE_05, steps=2)}
-    prompt = torch.randint(0, 50257, (1, 32), generator=torch.Generator().manual_seed(0))
+    generators = {"baseline": CONFIG_05.baseline(), f"hybrid {CONFIG_05.solver} ×2": CONFIG_05.hybrid()}
+    prompt = torch.randint(0, GPT2_VOCAB, (1, 32), generator=torch.Generator().manual_seed(0))
     generation = [{"model": name, **generation_speed(model, prompt, n)}
                   for name, model in generators.items() for n in (256, 1024)]
 
     def build(method: str, steps: int) -> torch.nn.Module:
         seed_everything(0)
-        return models.ode_hybrid(**{**T4_05, "vocab_size": 256}, **ODE_05, steps=steps, sensitivity=method)
+        return CONFIG_05.replace(vocab_size=256, solver=T4_05.sweep_solver, steps=steps, sensitivity=method).hybrid()
 
     x = torch.randint(0, 256, (8, 128), generator=torch.Generator().manual_seed(0))
     sweep = sensitivity_sweep(build, (x, x.roll(-1, 1)), Precision(torch.device("cpu"), None),

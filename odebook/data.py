@@ -18,6 +18,8 @@ from unittest import mock
 
 import torch
 
+from odebook.nn.linear_ce import IGNORE_INDEX  # padding targets: the loss skips them
+
 __all__ = ["DATA_ENV", "DataError", "Tokenizer", "ByteTokenizer", "TiktokenTokenizer", "get_tokenizer", "Corpus",
            "TokenSplits", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches", "Batch",
            "Documents", "load_tinystories", "document_batches", "fixed_document_batches", "IGNORE_INDEX"]
@@ -277,7 +279,6 @@ def fixed_batches(tokens: torch.Tensor, n_batches: int, batch_size: int, seq_len
 
 
 # -- documents ----------------------------------------------------------------------------------------------------
-IGNORE_INDEX = -100
 
 
 @dataclass(frozen=True)

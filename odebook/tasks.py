@@ -23,8 +23,9 @@ from dataclasses import dataclass
 import torch
 
 from odebook.data import Tokenizer
+from odebook.nn.linear_ce import IGNORE_INDEX
 
-__all__ = ["NAMES", "OBJECTS", "COLORS", "HELD_OUT", "IGNORE", "PLACEMENTS", "Example", "make_example",
+__all__ = ["NAMES", "OBJECTS", "COLORS", "HELD_OUT", "IGNORE_INDEX", "PLACEMENTS", "Example", "make_example",
            "make_examples", "evaluation_sets", "encode", "batch", "distance", "equal_stages", "curriculum_batches",
            "max_prompt_tokens", "shortcuts", "CHANCE"]
 
@@ -36,7 +37,6 @@ _THINGS = ("bird", "door", "kite", "boat", "coat", "fence", "flower", "shirt")
 HELD_OUT = frozenset((n, COLORS[(3 * i) % len(COLORS)]) for i, n in enumerate(NAMES))  # one colour per name
 PLACEMENTS = ("random", "inside", "far")
 CHANCE = 1 / len(COLORS)
-IGNORE = -100
 MAX_K = len(COLORS)
 
 
@@ -155,12 +155,12 @@ def distance(ex: Example, tok: Tokenizer) -> int:
 
 
 def batch(examples: Sequence[Example], tok: Tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded inputs [B, T], targets that are IGNORE except the answer at each prompt's last position, and
+    """Right-padded inputs [B, T], targets that are IGNORE_INDEX except the answer at each prompt's last position, and
     those positions [B]."""
     encoded = [encode(ex, tok) for ex in examples]
     T = max(len(ids) for ids, _ in encoded)
     x = torch.zeros(len(encoded), T, dtype=torch.long)
-    y = torch.full((len(encoded), T), IGNORE, dtype=torch.long)
+    y = torch.full((len(encoded), T), IGNORE_INDEX, dtype=torch.long)
     last = torch.tensor([len(ids) - 1 for ids, _ in encoded])
     for i, (ids, answer) in enumerate(encoded):
         x[i, : len(ids)] = torch.tensor(ids)

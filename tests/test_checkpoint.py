@@ -58,6 +58,7 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     assert load(path)["step"] == 1 and [p.name for p in tmp_path.iterdir()] == ["run.pt"]
 
 
+@pytest.mark.slow
 def test_data_parallel_equals_one_process_and_resumes(tmp_path):
     """Two gloo processes, each on 2 of the 4 rows of every global batch: losses and gradient norms equal a single
     process's on the whole batch within 1e-5, weights within 1e-4 absolute (only the order of the sums differs, and

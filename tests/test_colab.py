@@ -97,6 +97,7 @@ def _run_cell(python: Path, cwd: Path, source: str, code: str, **env) -> subproc
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.slow
 def test_the_first_cell_installs_odebook_from_a_git_url_into_a_fresh_environment(tmp_path):
     python = _fresh_venv(tmp_path / "venv")
     (tmp_path / "repo").mkdir()
@@ -115,6 +116,7 @@ def test_the_first_cell_installs_odebook_from_a_git_url_into_a_fresh_environment
     assert "not installed" not in again.stdout and "imported" in again.stdout
 
 
+@pytest.mark.slow
 def test_an_install_that_fails_says_why_and_what_to_do(tmp_path):
     python = _fresh_venv(tmp_path / "venv")
     done = _run_cell(python, tmp_path, f"git+file://{tmp_path}/no-such-repo", "")
@@ -140,6 +142,7 @@ def _checkout(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_two_checkouts_each_run_their_own_code_through_the_python3_kernel(tmp_path):
     """papermill with the notebook's own kernel name (python3), as JupyterLab or a user would run it, while another
     odebook is importable (PYTHONPATH here): the notebook still imports its checkout's package."""

@@ -28,6 +28,7 @@ def build(method, steps):
     return models.ode_hybrid(**SHAPE, ode_layers=[1], solver="midpoint", steps=steps, sensitivity=method)
 
 
+@pytest.mark.slow
 def test_sensitivity_sweep_measures_memory_evaluations_and_gradient_error():
     x = torch.randint(0, 40, (2, 24), generator=torch.Generator().manual_seed(0))
     sweep = sensitivity_sweep(build, (x, x.roll(-1, 1)), CPU, methods=["reversible", "adjoint", "direct"],

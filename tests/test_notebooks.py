@@ -121,6 +121,7 @@ def test_pre_commit_runs_make_sync_on_notebooks(root):
     assert re.search(hook["files"], "notebooks/01_gradient_flow.ipynb") and re.search(hook["files"], "notebooks/x.py")
 
 
+@pytest.mark.slow
 def test_a_misspelt_papermill_parameter_stops_the_notebook_before_compute(tmp_path):
     """papermill -p with a name the study does not know: papermill only warns, the notebook's start refuses it."""
     import papermill

@@ -96,7 +96,7 @@ def test_batch_marks_only_the_answer():
     tok = ByteTokenizer()
     exs = tasks.make_examples(3, 0, k=2, n_filler=2)
     x, y, last = tasks.batch(exs, tok)
-    assert ((y != tasks.IGNORE).sum(1) == 1).all()
+    assert ((y != tasks.IGNORE_INDEX).sum(1) == 1).all()
     for i, ex in enumerate(exs):
         ids, answer = tasks.encode(ex, tok)
         assert x[i, : len(ids)].tolist() == ids and y[i, last[i]] == answer

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, KVCache, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from odebook import models
-from odebook.nn.hybrid import LOCAL_PATHS, StateReadAttention
+from odebook.nn.hybrid import StateReadAttention
 
 from causality import assert_causal
 

@@ -129,3 +129,20 @@ def test_ode_solver_parameters_are_checked_together():
 def test_reversible_gradients_with_an_adaptive_solver_are_refused_before_any_compute():
     with pytest.raises(ParamError, match="'reversible': steps back on a fixed grid; solver 'dopri5' is adaptive"):
         GradientFlowParams.from_mapping({"sensitivity": "reversible", "solver": "dopri5"}, "01.yaml")
+
+
+def test_a_study_changes_an_inherited_default_without_restating_its_rule():
+    """``defaults`` keeps the field's type, bounds and help where the field is declared; only the default moves."""
+    import dataclasses
+
+    from odebook.params import LMParams, ParamError, TimeIndexedParams
+
+    field = {f.name: f for f in dataclasses.fields(TimeIndexedParams)}["n_seeds"]
+    parent = {f.name: f for f in dataclasses.fields(LMParams)}["n_seeds"]
+    assert TimeIndexedParams().n_seeds == 5 and LMParams().n_seeds == 1 and field.metadata == parent.metadata
+    with pytest.raises(ParamError, match="n_seeds"):  # the inherited bound (at most 20) still holds
+        TimeIndexedParams.from_mapping({"n_seeds": 21}, "test")
+    with pytest.raises(TypeError, match="nonexistent"):
+        @dataclasses.dataclass
+        class Broken(LMParams):
+            defaults = {"nonexistent": 1}

@@ -2,7 +2,6 @@ import random
 from collections import Counter
 
 import pytest
-import torch
 from scipy import stats
 
 from odebook import tasks

@@ -1,0 +1,55 @@
+"""The fields and checks every study that trains language models on a corpus shares."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from odebook.params.schema import Params, spec
+
+__all__ = ["LMParams"]
+
+
+def _data_problems(corpus: str, tokenizer: str) -> list[str]:
+    from odebook.data import DataError, check_data
+
+    try:
+        check_data(corpus, tokenizer)
+    except DataError as err:
+        return [f"key 'corpus' = {corpus!r}: {err}"]
+    return []
+
+
+@dataclasses.dataclass
+class LMParams(Params):
+    """Fields and checks of every study that trains language models on a corpus; studies override defaults."""
+
+    corpus: str = spec("wikitext2", choices=("wikitext2",))
+    tokenizer: str = spec("gpt2", choices=("gpt2", "bytes"))
+    n_head: int = spec(4, ge=1)
+    seq_len: int = spec(64, ge=2, help="training and evaluation context")
+    max_seq_len: int = spec(64, ge=2, help="size of the positional embedding")
+    batch_size: int = spec(32, ge=1)
+    steps: int = spec(500, ge=1)
+    lr: float = spec(3e-4, gt=0.0, le=1.0)
+    weight_decay: float = spec(0.1, ge=0.0)
+    grad_clip: float = spec(1.0, gt=0.0)
+    eval_interval: int = spec(50, ge=1)
+    eval_batches: int = spec(20, ge=1, help="fixed held-out batches evaluated at every interval")
+    tensorboard: bool = spec(False, help="also write TensorBoard logs to <output_dir>/tensorboard/")
+    checkpoint_interval: int = spec(100, ge=0, help="steps between checkpoints of each run (resumed on a re-run); 0 = none")
+    checkpoint_dir: str = spec("", help="where runs keep checkpoints; empty = <output_dir>/checkpoints")
+    fresh: bool = spec(False, help="ignore stored checkpoints: train every run from the start")
+
+    width_key: ClassVar[str] = "d_model"  # the field holding the model width(s) that n_head must divide
+
+    def cross_checks(self) -> list[str]:
+        errors = []
+        widths = getattr(self, self.width_key)
+        if any(w % self.n_head for w in (widths if isinstance(widths, list) else [widths])):
+            errors.append(f"key 'n_head' = {self.n_head}: must divide {self.width_key} = {widths}")
+        if self.seq_len > self.max_seq_len:
+            errors.append(f"key 'seq_len' = {self.seq_len}: must be <= max_seq_len = {self.max_seq_len}")
+        if self.eval_interval > self.steps:
+            errors.append(f"key 'eval_interval' = {self.eval_interval}: must be <= steps = {self.steps}")
+        return errors + _data_problems(self.corpus, self.tokenizer)

@@ -1,0 +1,127 @@
+"""Studies 01 (gradient flow) and 05 (ODE solvers): the ODE hybrid's parameters and its model configuration."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from odebook.nn.ode import FIXED_GRID, SENSITIVITIES, SOLVERS, ode_layers_problem, solver_problem
+from odebook.params.lm import LMParams
+from odebook.params.schema import spec
+
+__all__ = ["ODEHybridParams", "GradientFlowParams", "ODESolverParams"]
+
+
+@dataclasses.dataclass
+class ODEHybridParams(LMParams):
+    """Fields and checks of the studies that train the ODE hybrid (a GPT whose consecutive layers ``ode_layers``
+    are replaced by one ODE flow block); studies add their solver fields and override defaults. No dropout anywhere:
+    the vector field must be a deterministic function of (t, H) for the adjoint, adaptive and reversible solves,
+    so the discrete layers go without it too (parity)."""
+
+    n_layer: int = spec(6, ge=1, le=48)
+    d_model: int = spec(256, ge=8)
+    ode_layers: list[int] = spec([2, 3], ge=0, help="consecutive 0-based layers replaced by one ODE flow block")
+    sensitivity: str = spec("direct", choices=SENSITIVITIES,
+                            help="gradients: backpropagation through the solver, torchdiffeq's adjoint, or reversible "
+                                 "(fixed-grid solvers only)")
+    rtol: float = spec(1e-3, gt=0.0, help="dopri5 tolerances")
+    atol: float = spec(1e-4, gt=0.0)
+    control_dim: int = spec(4, ge=1)
+    alpha_init: float = spec(0.1, help="initial value of the learned output scale of the vector field")
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks()
+        problem = ode_layers_problem(self.ode_layers, self.n_layer)
+        return errors + ([f"key 'ode_layers' = {self.ode_layers}: {problem}"] if problem else [])
+
+    def solver_errors(self, solvers: list[str]) -> list[str]:
+        """The fixed-grid rule of ``self.sensitivity`` (odebook.nn.ode.solver_problem) for each of ``solvers``."""
+        problems = [solver_problem(s, self.sensitivity) for s in solvers]
+        return [f"key 'sensitivity' = {self.sensitivity!r}: {pr}" for pr in dict.fromkeys(problems) if pr]
+
+    def model_config(self, vocab_size: int, *, solver: str = "euler", steps: int = 4):
+        """The hybrid these parameters describe (odebook.arms.HybridConfig), for ``vocab_size`` tokens."""
+        from odebook.arms import HybridConfig
+
+        return HybridConfig(vocab_size=vocab_size, d_model=self.d_model, n_layer=self.n_layer, n_head=self.n_head,
+                            max_seq_len=self.max_seq_len, ode_layers=tuple(self.ode_layers), solver=solver,
+                            steps=steps, sensitivity=self.sensitivity, rtol=self.rtol, atol=self.atol,
+                            control_dim=self.control_dim, alpha_init=self.alpha_init)
+
+
+@dataclasses.dataclass
+class GradientFlowParams(ODEHybridParams):
+    """Study 01: a GPT baseline against the same GPT with a block of layers replaced by a neural-ODE flow.
+
+    Defaults are the source's configuration (the t4 profile)."""
+
+    study: ClassVar[str] = "01_gradient_flow"
+    defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 3}
+
+    solver: str = spec("euler", choices=SOLVERS)
+    ode_steps: int = spec(4, ge=1, le=256, help="fixed-grid steps over t in [0, 1] (ignored by dopri5)")
+    control_scales: list[float] = spec([0.0, 0.5, 1.0, 2.0, 4.0], ge=0.0, help="scales for the control check")
+    grad_ratio_band: float = spec(10.0, gt=1.0, help="a layer group's gradient norm, hybrid over baseline, must "
+                                                     "lie within [1/band, band] (the source's 'no vanishing, no "
+                                                     "exploding', made relative)")
+    loss_margin: float = spec(0.10, gt=0.0, help="'within 10 % of the baseline': hybrid/baseline test loss < 1 + margin")
+    dynamics_sequences: int = spec(2, ge=1, help="held-out sequences of the dynamics analysis")
+    dynamics_tokens: int = spec(8, ge=1, help="tokens per sequence of the dynamics analysis (Jacobian (T·d)²)")
+    alpha: float = spec(0.05, gt=0.0, le=0.5, help="family-wise significance level (Holm) of the paired tests")
+
+    def cross_checks(self) -> list[str]:
+        return super().cross_checks() + self.solver_errors([self.solver])
+
+    def model_config(self, vocab_size: int, **override):
+        """Study 01's hybrid: ``solver`` with ``ode_steps`` steps (keyword overrides pass through)."""
+        return super().model_config(vocab_size, **{"solver": self.solver, "steps": self.ode_steps, **override})
+
+
+@dataclasses.dataclass
+class ODESolverParams(ODEHybridParams):
+    """Study 05: what adjoint sensitivities, integrator choice, reversibility and KV caching buy in memory, speed
+    and accuracy, on the study-01 hybrid (a GPT with consecutive layers replaced by one ODE flow block).
+
+    Defaults are the t4 profile: study 01's model with a context long enough for 1024 generated tokens."""
+
+    study: ClassVar[str] = "05_ode_solvers"
+    defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 3, "seq_len": 128, "max_seq_len": 1088}
+
+    integrators: list[str] = spec(list(SOLVERS), choices=SOLVERS)
+    nfe_budget: int = spec(8, ge=4, help="vector-field evaluations per forward of every fixed-grid integrator: "
+                                         "euler takes nfe_budget steps, midpoint nfe_budget/2, rk4 nfe_budget/4")
+    sweep_solver: str = spec("rk4", choices=FIXED_GRID, help="integrator of the sensitivity sweep")
+    sweep_steps: list[int] = spec([4, 8, 16, 32], ge=1, help="numbers of steps of the sensitivity sweep")
+    sensitivities: list[str] = spec(list(SENSITIVITIES), choices=SENSITIVITIES)
+    timing_repeats: int = spec(3, ge=1, help="timed training steps per sweep point (after one warm-up)")
+    memory_growth_limit: float = spec(1.2, gt=1.0, help="peak-memory growth over the sweep that counts as O(1)")
+    generation_solver: str = spec("rk4", choices=FIXED_GRID, help="the hybrid that generates text")
+    generation_lengths: list[int] = spec([256, 1024], ge=1, help="new tokens of the KV-cache speed test")
+    prompt_tokens: int = spec(32, ge=1, help="held-out prompt length for generation")
+    speedup_target: float = spec(10.0, gt=1.0, help="the source's lower bound for the KV-cache speed-up")
+    n_samples: int = spec(2, ge=0)
+    sample_tokens: int = spec(100, ge=1)
+    temperature: float = spec(0.8, gt=0.0)
+    top_k: int = spec(40, ge=1)
+    alpha: float = spec(0.05, gt=0.0, le=0.5, help="significance level of the verdicts")
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks()
+        if any(s in self.integrators for s in FIXED_GRID) and self.nfe_budget % 4:
+            errors.append(f"key 'nfe_budget' = {self.nfe_budget}: must be a multiple of 4 (rk4 has 4 stages, "
+                          "midpoint 2)")
+        if self.generation_solver not in self.integrators:
+            errors.append(f"key 'generation_solver' = {self.generation_solver!r}: must be one of integrators = "
+                          f"{self.integrators}")
+        if "direct" not in self.sensitivities:
+            errors.append(f"key 'sensitivities' = {self.sensitivities}: must include 'direct' (the reference)")
+        if len(set(self.sweep_steps)) < 2:
+            errors.append(f"key 'sweep_steps' = {self.sweep_steps}: needs at least two different step counts")
+        errors += self.solver_errors(self.integrators)
+        longest = self.prompt_tokens + max(self.generation_lengths + [self.sample_tokens])
+        if longest > self.max_seq_len:
+            errors.append(f"key 'max_seq_len' = {self.max_seq_len}: generation needs prompt_tokens + the longest "
+                          f"generation = {longest} positions")
+        return errors

@@ -1,0 +1,139 @@
+"""Studies 03 (Gated DeltaNet scaling) and 04 (mixed training): the retrieval task, the ladder and the hybrid's arms."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from odebook.params.lm import LMParams
+from odebook.params.schema import spec
+
+__all__ = ["RetrievalParams", "GDNScalingParams", "MixedTrainingParams", "SERIES"]
+
+
+def _niah_length_problems(ks: list[int], curriculum: list[int], tokenizer: str, max_seq_len: int) -> list[str]:
+    """The longest retrieval prompt must fit the positional table."""
+    from odebook.data import DataError, get_tokenizer
+    from odebook.tasks import max_prompt_tokens
+
+    try:
+        longest = max_prompt_tokens(max(ks), max(curriculum), get_tokenizer(tokenizer))
+    except DataError:
+        return []  # reported by the data check already
+    if longest <= max_seq_len:
+        return []
+    return [f"key 'max_seq_len' = {max_seq_len}: retrieval prompts with {max(ks)} bindings and {max(curriculum)} "
+            f"filler sentences can reach {longest} {tokenizer} tokens"]
+
+
+@dataclasses.dataclass
+class RetrievalParams(LMParams):
+    """Fields and checks of the studies that also train on the binding-retrieval task (odebook.tasks)."""
+
+    defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 3, "seq_len": 256, "max_seq_len": 1024, "batch_size": 16,
+                                             "steps": 1000, "lr": 1e-3, "eval_interval": 100}
+
+    window: int = spec(64, ge=1, help="sliding-window length; distances are binned relative to it")
+    chunk_size: int = spec(64, ge=1, help="chunk of the pure-PyTorch gated delta rule (CPU path; CUDA uses fla-core)")
+    ks: list[int] = spec([2, 4], ge=1, le=8, help="bindings per prompt: drawn from these in training, each scored")
+    curriculum: list[int] = spec([0, 10, 30, 50, 100], ge=0, help="filler sentences per stage, growing over training")
+    niah_eval_examples: int = spec(500, ge=1, help="examples per evaluation set")
+    eval_seed: int = spec(10_000, ge=0, help="seed of the evaluation examples, apart from training seeds")
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks()
+        if max(self.ks) > 8:
+            errors.append(f"key 'ks' = {self.ks}: at most 8 bindings (distinct colours)")
+        return errors + ([] if errors else _niah_length_problems(self.ks, self.curriculum, self.tokenizer,
+                                                                 self.max_seq_len))
+
+    def model_config(self, pattern: str, *, d_model: int, **overrides) -> dict:
+        """Keyword arguments of odebook.models.pattern_lm for ``pattern`` at width ``d_model``."""
+        from odebook.data import get_tokenizer
+
+        return {"pattern": pattern, "vocab_size": get_tokenizer(self.tokenizer).vocab_size, "d_model": d_model,
+                "n_head": self.n_head, "max_seq_len": self.max_seq_len, "window": self.window,
+                "chunk_size": self.chunk_size, **overrides}
+
+
+SERIES = {"hybrid": lambda layers: "G" * layers + "S", "gdn": lambda layers: "G" * layers}
+
+
+@dataclasses.dataclass
+class GDNScalingParams(RetrievalParams):
+    """Study 03: how many bindings does a Gated DeltaNet state hold, and how does the hybrid's loss scale with size?
+
+    Defaults are the source's configuration (the t4 profile): its "1M", "10M" and "125M" ladder of d 128/256/512
+    with 1/2/4 GDN layers. ``steps`` and ``batch_size`` are the language-model ladder's."""
+
+    study: ClassVar[str] = "03_gdn_scaling"
+    width_key: ClassVar[str] = "ladder_d"
+
+    ladder_d: list[int] = spec([128, 256, 512], ge=8, help="model widths of the size ladder")
+    ladder_layers: list[int] = spec([1, 2, 4], ge=1, help="GDN layers at each width")
+    series: list[str] = spec(["hybrid", "gdn"], choices=tuple(SERIES),
+                             help="hybrid: the GDN layers then a state-reading SWA layer (the source's question); "
+                                  "gdn: GDN layers only")
+    lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3], gt=0.0, le=1.0,
+                                help="language-model learning rates tried per size (first seed, validation split)")
+    niah_sizes: list[int] = spec([0, 1, 2], ge=0, help="ladder indices whose GDN-only stack is trained on retrieval")
+    niah_steps: int = spec(1500, ge=1, help="retrieval training steps per size, over the whole curriculum")
+    niah_batch_size: int = spec(16, ge=1)
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks()
+        if len(self.ladder_d) != len(self.ladder_layers):
+            errors.append(f"keys 'ladder_d' = {self.ladder_d} and 'ladder_layers' = {self.ladder_layers}: "
+                          "must have the same length")
+        if len(self.ladder_d) < 3:
+            errors.append(f"key 'ladder_d' = {self.ladder_d}: needs at least 3 sizes (the power law has 3 parameters)")
+        sizes = list(zip(self.ladder_d, self.ladder_layers))
+        if len(set(sizes)) != len(sizes):
+            errors.append(f"keys 'ladder_d' = {self.ladder_d} and 'ladder_layers' = {self.ladder_layers}: each size "
+                          "(width, layers) at most once")
+        if any(i >= len(self.ladder_d) for i in self.niah_sizes):
+            errors.append(f"key 'niah_sizes' = {self.niah_sizes}: indices into ladder_d (0..{len(self.ladder_d) - 1})")
+        return errors
+
+    def size_config(self, i: int, series: str) -> dict:
+        """pattern_lm keyword arguments of ladder size ``i`` in ``series``."""
+        return self.model_config(SERIES[series](self.ladder_layers[i]), d_model=self.ladder_d[i],
+                                 state_read=series == "hybrid", local_path="none")
+
+
+@dataclasses.dataclass
+class MixedTrainingParams(RetrievalParams):
+    """Study 04: what makes a GDN + sliding-window hybrid use its GDN state — bottleneck × training regime.
+
+    Defaults are the source's configuration (the t4 profile)."""
+
+    study: ClassVar[str] = "04_mixed_training"
+
+    corpus: str = spec("tinystories", choices=("tinystories",), help="the language-model corpus (checked before compute)")
+    pattern: str = spec("GGGGGS", help="G = Gated DeltaNet, S = sliding-window attention reading the GDN state")
+    d_model: int = spec(256, ge=8)
+    bottlenecks: list[str] = spec(["static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted"],
+                                  choices=("static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted", "none"),
+                                  help="local path arms (odebook.nn.hybrid.LOCAL_PATHS)")
+    regimes: list[str] = spec(["lm", "niah", "mixed"], choices=("lm", "niah", "mixed"))
+    control: bool = spec(True, help="also train the no-state control (every G layer replaced by plain SWA)")
+    max_train_stories: int = spec(50_000, ge=1)
+    ppl_target: float = spec(5.0, gt=1.0, help="the source's target for held-out perplexity")
+    delta_target: float = spec(0.15, ge=0.0, le=1.0, help="the source's target for Delta (15 points)")
+    n_samples: int = spec(3, ge=0)
+    sample_tokens: int = spec(120, ge=1)
+    temperature: float = spec(0.8, ge=0.0, help="sampling temperature of the samples (0: greedy)")
+    top_k: int = spec(40, ge=1, help="sample from the top k tokens")
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks()
+        if not self.pattern or set(self.pattern) - {"G", "S"} or self.pattern[0] != "G":
+            errors.append(f"key 'pattern' = {self.pattern!r}: letters G and S, starting with G")
+        return errors
+
+    def arm_config(self, arm: str) -> dict:
+        """pattern_lm keyword arguments of a bottleneck arm, or of the no-state control ('control')."""
+        if arm == "control":
+            return self.model_config(self.pattern.replace("G", "S"), d_model=self.d_model)
+        return self.model_config(self.pattern, d_model=self.d_model, state_read=True, local_path=arm)

@@ -1,0 +1,262 @@
+"""The machinery of strict, typed parameters: a field with its constraints (``spec``), the conversion and bound
+checks of each value, the ``Params`` base every study's schema derives from, the papermill cell it reads, and the
+YAML loader that refuses a key given twice. Every problem is one line of one ``ParamError``."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import math
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+__all__ = ["ParamError", "Params", "spec", "INT_LIMIT", "load_yaml", "injected_names"]
+
+INT_LIMIT = 2**32 - 1  # every integer parameter stays within numpy's seed range (seeds are the largest integers)
+
+
+class ParamError(ValueError):
+    """Invalid parameters: the message names the source, every offending key and what is allowed."""
+
+
+def spec(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
+         choices: tuple | None = None, min_len: int = 1, help: str = "") -> Any:
+    """A dataclass field with bounds (``ge``/``gt``/``le``) or allowed ``choices``; a list needs at least
+    ``min_len`` entries and each entry is held to the bounds; lists get a fresh copy."""
+    return _field(default, {"ge": ge, "gt": gt, "le": le, "choices": choices, "min_len": min_len, "help": help})
+
+
+def _field(default: Any, meta: dict[str, Any]) -> Any:
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is list:
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    return {int: "an integer", float: "a finite number", bool: "true/false", str: "a string"}[tp]
+
+
+def _coerce(value: Any, tp: Any) -> Any:
+    """Return ``value`` as type ``tp`` or raise TypeError. bool is never an int; '3e-4' is a float; NaN and
+    infinities are not numbers a study can use."""
+    if typing.get_origin(tp) is list:
+        if not isinstance(value, (list, tuple)):
+            raise TypeError
+        (inner,) = typing.get_args(tp)
+        return [_coerce(v, inner) for v in value]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise TypeError
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise TypeError
+    if tp is float:
+        if isinstance(value, str):  # PyYAML reads 3e-4 (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                raise TypeError from None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise TypeError
+        try:
+            value = float(value)
+        except OverflowError:  # an integer too large for a float
+            raise TypeError from None
+        if not math.isfinite(value):
+            raise TypeError
+        return value
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise TypeError
+    raise TypeError(f"unsupported parameter type {tp!r}")
+
+
+def _check_bounds(value: Any, meta: Mapping[str, Any]) -> str | None:
+    if isinstance(value, list) and len(value) < meta["min_len"]:
+        return f"needs at least {meta['min_len']} {'entry' if meta['min_len'] == 1 else 'entries'}"
+    items = value if isinstance(value, list) else [value]
+    for v in items:
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > INT_LIMIT:
+            return f"must be <= {INT_LIMIT}"
+        if meta["choices"] is not None and v not in meta["choices"]:
+            return f"must be one of {', '.join(map(repr, meta['choices']))}"
+        if meta["ge"] is not None and v < meta["ge"]:
+            return f"must be >= {meta['ge']}"
+        if meta["gt"] is not None and v <= meta["gt"]:
+            return f"must be > {meta['gt']}"
+        if meta["le"] is not None and v > meta["le"]:
+            return f"must be <= {meta['le']}"
+    return None
+
+
+@dataclasses.dataclass
+class Params:
+    """Fields every study has. Subclasses add their own fields, override ``cross_checks``, and change inherited
+    defaults through ``defaults`` — the field's type, bounds and help stay where it is declared."""
+
+    study: ClassVar[str] = ""
+    defaults: ClassVar[Mapping[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        """Turn ``defaults = {name: value}`` into fields that differ from the inherited ones only in their default
+        (applied before @dataclass collects the class's fields)."""
+        super().__init_subclass__(**kwargs)
+        changes = cls.__dict__.get("defaults", {})
+        if not changes:
+            return
+        parent = next(b for b in cls.__mro__[1:] if dataclasses.is_dataclass(b))
+        inherited, hints = {f.name: f for f in dataclasses.fields(parent)}, typing.get_type_hints(parent)
+        annotations = dict(cls.__dict__.get("__annotations__", {}))
+        for name, value in changes.items():
+            if name not in inherited:
+                raise TypeError(f"{cls.__name__}.defaults names '{name}', which {parent.__name__} does not have")
+            annotations[name] = hints[name]
+            setattr(cls, name, _field(value, dict(inherited[name].metadata)))
+        cls.__annotations__ = annotations
+
+    seed: int = spec(0, ge=0, help="first seed; seed i of n_seeds is seed + i")
+    n_seeds: int = spec(1, ge=1, le=20, help="independent training runs per model")
+    device: str = spec("auto", choices=("auto", "cpu", "cuda"), help="auto = cuda when available")
+    output_dir: str = spec("", help="where figures and results go; '' = outputs/interactive/<study>")
+
+    # -- construction ---------------------------------------------------------------------------------------------
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], source: str) -> "Params":
+        """Validate ``values`` (all keys must be fields) and return the parameters, or raise one ParamError."""
+        hints = typing.get_type_hints(cls)
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        errors: list[str] = []
+        kwargs: dict[str, Any] = {}
+        for key, value in values.items():
+            if key not in known:
+                near = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" (did you mean '{near[0]}'?)" if near else ""
+                errors.append(f"unknown key '{key}'{hint}; allowed keys: {', '.join(sorted(known))}")
+                continue
+            tp, meta = hints[key], known[key].metadata
+            try:
+                v = _coerce(value, tp)
+            except TypeError:
+                errors.append(f"key '{key}' = {value!r}: must be {_type_name(tp)}")
+                continue
+            problem = _check_bounds(v, meta)
+            if problem:
+                errors.append(f"key '{key}' = {value!r}: {problem}")
+                continue
+            kwargs[key] = v
+        if not errors:
+            params = cls(**kwargs)
+            errors.extend(params._generic_checks())
+            errors.extend(params.cross_checks())
+        if errors:
+            raise ParamError(f"{source}: invalid parameters for {cls.study or cls.__name__}:\n  - "
+                             + "\n  - ".join(errors))
+        return params
+
+    @classmethod
+    def from_namespace(cls, namespace: Mapping[str, Any], source: str = "notebook parameters") -> "Params":
+        """Pick this study's fields out of a notebook's globals and validate them. A name that papermill injected
+        (``papermill -p NAME VALUE``) but the schema does not know is an unknown key, as in a YAML file: papermill
+        itself only warns. The injected cell is found in IPython's input history (``In``)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in namespace.items() if k in names}
+        injected = injected_names(namespace.get("In", ()))
+        values.update({k: namespace.get(k) for k in injected - names})
+        return cls.from_mapping(values, source if not injected else "papermill parameters (-p/-f)")
+
+    def _generic_checks(self) -> list[str]:
+        """Rules every study shares: all seeds within numpy's range, and a device that exists."""
+        errors = []
+        if self.seed + self.n_seeds - 1 > INT_LIMIT:
+            errors.append(f"key 'seed' = {self.seed}: seed + n_seeds - 1 must be <= {INT_LIMIT} (numpy's seed range)")
+        if self.device == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                errors.append("key 'device' = 'cuda': this machine has no CUDA device; use 'auto' or 'cpu'")
+        return errors
+
+    def cross_checks(self) -> list[str]:
+        """Constraints between fields, and data availability; each problem as one line."""
+        return []
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def describe(cls) -> str:
+        """A table of keys, types, defaults and constraints, for error messages and the README."""
+        hints = typing.get_type_hints(cls)
+        rows = []
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            rows.append(f"{f.name}: {_type_name(hints[f.name])}, default {default!r}. {f.metadata.get('help', '')}")
+        return "\n".join(rows)
+
+
+INJECTED_CELL_HEADER = "# Parameters"  # papermill's first line of the cell it injects after the parameters cell
+
+
+def injected_names(history: Any) -> set[str]:
+    """Names assigned by papermill's injected-parameters cell(s) in an IPython input history (``In``)."""
+    names: set[str] = set()
+    if not isinstance(history, (list, tuple)):
+        return names
+    for source in history:
+        if not (isinstance(source, str) and source.startswith(INJECTED_CELL_HEADER)):
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        names.update(t.id for node in tree.body if isinstance(node, ast.Assign)
+                     for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line)
+            except TypeError:  # an unhashable key: PyYAML's own error follows
+                continue
+            if first != key_node.start_mark.line:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key '{key}' is given twice (lines {first + 1} and {key_node.start_mark.line + 1})",
+                    key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a profile's parameter file: a YAML mapping (an empty file is an empty mapping), no key twice."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParamError(f"{path}: parameter file not found")
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
+    except UnicodeDecodeError as err:
+        raise ParamError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ParamError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ParamError(f"{path}: must be a mapping of parameter names to values, got {type(data).__name__}")
+    return data

@@ -1,0 +1,65 @@
+"""Study 02 (time-indexed parameter sharing): its models, options and statistics."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from odebook.nn.hypernet import TIME_MLPS
+from odebook.nn.modulated import NORMS
+from odebook.params.lm import LMParams
+from odebook.params.schema import spec
+
+__all__ = ["TIME_INDEXED_MODELS", "TimeIndexedParams"]
+
+TIME_INDEXED_MODELS = ("standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_mlp_constant", "ti_mlp_dt",
+                       "ode_shared")
+
+
+@dataclasses.dataclass
+class TimeIndexedParams(LMParams):
+    """Study 02: full time-dependent weights (Tong et al.) vs shared weights modulated by depth vs a transformer.
+
+    Defaults are the source's configuration (the t4 profile)."""
+
+    study: ClassVar[str] = "02_time_indexed"
+    defaults: ClassVar[Mapping[str, Any]] = {
+        "n_seeds": 5, "tokenizer": 'bytes', "seq_len": 128, "max_seq_len": 128, "batch_size": 8, "steps": 1000, "weight_decay": 0.0, "eval_interval": 100}
+
+    models: list[str] = spec(list(TIME_INDEXED_MODELS), choices=TIME_INDEXED_MODELS,
+                             help="which models to train; the verdicts need standard, tong, ti_mlp, ti_mlp_constant, "
+                                  "ti_mlp_dt")
+    d_model: int = spec(256, ge=8)
+    n_layer: int = spec(6, ge=1, le=48, help="layers of the standard transformer = depth steps of the others")
+    n_freq: int = spec(16, ge=1, help="S: frequencies of the sinusoidal depth embedding")
+    d_emb: int = spec(32, ge=1, help="width of Tong's time embedding")
+    gate_width: int = spec(32, ge=1, help="hidden width of the gate MLPs")
+    d_state: int = spec(16, ge=1, help="state size N of the SSM")
+    rediscretize: list[int] = spec([3, 12], ge=1, help="depth steps at which ODE-style models are re-evaluated")
+    norm: str = spec("static", choices=NORMS, help="LayerNorms of the gated models: static (default), or temporal "
+                                                   "as the source's time-indexed MLP")
+    tong_time_mlp: str = spec("shared", choices=TIME_MLPS, help="Tong's block: one time MLP for all generators "
+                                                                "(default), or one per linear as Tong's code")
+    lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3], gt=0.0, le=1.0,
+                                help="learning rates tried per model on the first seed; the lowest final validation "
+                                     "loss chooses (lr is not used)")
+    compression_target: float = spec(3.0, gt=1.0, help="'far fewer parameters': block parameters of the standard "
+                                                       "transformer over the model's, at least this")
+    dynamics_sequences: int = spec(2, ge=1, help="held-out sequences of the dynamics analysis")
+    dynamics_tokens: int = spec(8, ge=1, help="tokens per sequence of the dynamics analysis")
+    alpha: float = spec(0.05, gt=0.0, le=0.5, help="family-wise significance level (Holm) of the verdicts")
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks()
+        if len(set(self.models)) != len(self.models) or not self.models:
+            errors.append(f"key 'models' = {self.models}: must name each model at most once, at least one")
+        if len(set(self.lr_grid)) != len(self.lr_grid) or not self.lr_grid:
+            errors.append(f"key 'lr_grid' = {self.lr_grid}: must name each rate at most once, at least one")
+        return errors
+
+    def model_config(self, vocab_size: int) -> dict:
+        """Keyword arguments of odebook.models.time_indexed(name, **config) for every model of this study."""
+        return dict(vocab_size=vocab_size, d_model=self.d_model, n_head=self.n_head, n_layer=self.n_layer,
+                    max_seq_len=self.max_seq_len, n_freq=self.n_freq, d_emb=self.d_emb, gate_width=self.gate_width,
+                    d_state=self.d_state, norm=self.norm, tong_time_mlp=self.tong_time_mlp)

@@ -107,7 +107,7 @@ import math
 
 import pandas as pd
 import torch
-from IPython.display import Markdown, display
+from IPython.display import display
 
 from odebook import data, dynamics, notebook, plots
 from odebook.arms import gradient_flow_arms, layer_groups

@@ -110,7 +110,6 @@ alpha = 0.05
 # %%
 import dataclasses
 import functools
-import math
 
 import numpy as np
 import pandas as pd

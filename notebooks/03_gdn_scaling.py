@@ -106,8 +106,8 @@ import torch.nn.functional as F
 from IPython.display import display
 
 from odebook import data, notebook, plots, retrieval, tasks
-from odebook.experiment import run_seeds, summarize
-from odebook.models import count_params, param_groups, pattern_lm
+from odebook.experiment import run_seeds, score_test, summarize, tune_lr
+from odebook.models import param_groups, pattern_lm
 from odebook.nn.delta_rule import gated_delta_rule, gated_delta_rule_chunked, gated_delta_rule_reference
 from odebook.params import GDNScalingParams
 from odebook.runtime import seed_everything
@@ -216,18 +216,17 @@ tokens_per_size = p.steps * p.batch_size * p.seq_len
 print(f"tokens per size: {tokens_per_size:,} ({p.steps} steps × {p.batch_size} × {p.seq_len})")
 config = TrainConfig.from_params(p)
 ladder_rows, lr_rows, runs_record = [], [], []
+shape = dict(batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches)
 for s in p.series:
     for i in range(len(p.ladder_d)):
         name, build = f"{s} {size_name(i)}", functools.partial(pattern_lm, **p.size_config(i, s))
-        tried = {lr: run_seeds({name: build}, splits, dataclasses.replace(config, lr=lr), precision, seeds=[p.seed],
-                               batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches)[0]
-                 for lr in p.lr_grid}
-        best = min(tried, key=lambda lr: tried[lr].history.final_eval_loss)
-        lr_rows += [{"series": s, "size": size_name(i), "lr": lr, "val_loss": r.history.final_eval_loss,
-                     "chosen": lr == best} for lr, r in tried.items()]
-        rest = run_seeds({name: build}, splits, dataclasses.replace(config, lr=best), precision, seeds=seeds[1:],
-                         batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches)
-        runs = [tried[best], *rest]
+        chosen, tried, kept = tune_lr({name: build}, splits, config, precision, lrs=p.lr_grid, seed=p.seed, **shape,
+                                      **notebook.checkpointing(p, out))
+        best = chosen[name]
+        lr_rows += [{"series": s, "size": size_name(i), "lr": lr, "val_loss": loss, "chosen": lr == best}
+                    for lr, loss in tried.loc[name].items()]
+        runs = run_seeds({name: build}, splits, dataclasses.replace(config, lr=best), precision,
+                         done=score_test(kept, splits, precision, **shape), **notebook.run_options(p, out, "lm"))
         runs_record += [r.record() for r in runs]
         row = summarize(runs).iloc[0].to_dict()
         ladder_rows.append({"series": s, "size": size_name(i), "lr": best, "tokens": tokens_per_size,

@@ -1,0 +1,118 @@
+"""The local data mirror: where ``ODEBOOK_DATA`` points, which files each corpus needs there, and the check that they
+are whole — present, not empty, not cut mid-line or inside a UTF-8 character, text rather than binary, and a
+tiktoken cache whose checksums hold — before any compute starts."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+from unittest import mock
+
+__all__ = ["DATA_ENV", "DataError", "MIRROR_FILES", "TIKTOKEN_DIR", "HOW_TO_PROVIDE", "mirror_dir", "check_data"]
+
+DATA_ENV = "ODEBOOK_DATA"
+
+# Files each corpus needs in a local mirror, relative to $ODEBOOK_DATA.
+MIRROR_FILES = {
+    "wikitext2": ("wikitext-2/wiki.train.tokens", "wikitext-2/wiki.valid.tokens", "wikitext-2/wiki.test.tokens"),
+    "tinystories": ("tinystories/train-first-2MiB.txt", "tinystories/valid-blankline-separated.txt"),
+}
+TIKTOKEN_DIR = "tiktoken"
+
+HOW_TO_PROVIDE = (f"Either connect to the internet (data come from the Hugging Face hub), or set {DATA_ENV} to a "
+                  "local mirror laid out like ../shared/data (see its README), e.g. "
+                  f"{DATA_ENV}=../shared/data make run-all")
+
+
+class DataError(RuntimeError):
+    """Data could not be found or loaded; the message says how to provide them."""
+
+
+def mirror_dir() -> Path | None:
+    """The local mirror named by ``$ODEBOOK_DATA``, or None when it is unset."""
+    value = os.environ.get(DATA_ENV)
+    return Path(value).expanduser().resolve() if value else None
+
+
+def check_data(corpus: str, tokenizer: str) -> None:
+    """Raise DataError when a local mirror is configured but lacks a file this corpus or tokenizer needs."""
+    root = mirror_dir()
+    if root is None:
+        return
+    if not root.is_dir():
+        raise DataError(f"{DATA_ENV}={root} is not a directory. {HOW_TO_PROVIDE}")
+    needed = list(MIRROR_FILES[corpus]) + ([TIKTOKEN_DIR] if tokenizer == "gpt2" else [])
+    missing = [name for name in needed if not (root / name).exists()]
+    if missing:
+        raise DataError(f"{DATA_ENV}={root} has no {', '.join(missing)}. {HOW_TO_PROVIDE}")
+    for name in MIRROR_FILES[corpus]:
+        problem = _text_file_problem(*_stat(root / name))
+        if problem:
+            raise DataError(f"{DATA_ENV}={root}: {name} {problem}; replace it with a good copy (see the mirror's "
+                            "README)")
+    if tokenizer == "gpt2":
+        problem = _tiktoken_cache_problem(*_stat(root / TIKTOKEN_DIR))
+        if problem:
+            raise DataError(f"{DATA_ENV}={root}: {TIKTOKEN_DIR}/ {problem}; replace it with a good copy (see the "
+                            "mirror's README)")
+
+
+# -- mirror integrity (cached by file size and modification time, so each file is read once per change) ----------
+CUT_ON_PURPOSE = ("tinystories/train-first-2MiB.txt",)  # the mirror's first 2 MiB of a file: ends mid-story
+
+
+def _stat(path: Path) -> tuple[str, int, int]:
+    """(path, size, newest modification) of a file, or summed over a folder's files: the checks' cache key."""
+    stats = [p.stat() for p in path.iterdir()] if path.is_dir() else [path.stat()]
+    return str(path), sum(st.st_size for st in stats), max((st.st_mtime_ns for st in stats), default=0)
+
+
+@functools.lru_cache(maxsize=32)
+def _text_file_problem(path: str, size: int, mtime: int) -> str | None:
+    """Why a mirror text file cannot be used (empty, not UTF-8, binary, cut mid-line), or None."""
+    data = Path(path).read_bytes()
+    if not data:
+        return "is empty"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        where = "ends inside a UTF-8 character (truncated)" if err.start >= len(data) - 3 else \
+            f"is not UTF-8 text (byte {err.start})"
+        return where
+    if "\x00" in text:
+        return "holds NUL bytes (not a text file)"
+    if not text.endswith("\n") and not any(path.endswith(name) for name in CUT_ON_PURPOSE):
+        return "does not end with a line break (truncated)"
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _tiktoken_cache_problem(cache: str, size: int, mtime: int) -> str | None:
+    """Load the GPT-2 encoding from the mirror's tiktoken cache alone: a missing file or one whose sha256 is not
+    the one tiktoken expects is reported, never downloaded or deleted (tiktoken itself would do both)."""
+    import tiktoken.load
+    import tiktoken_ext.openai_public
+
+    def from_mirror_only(blobpath: str, expected_hash: str | None = None) -> bytes:
+        name = hashlib.sha1(blobpath.encode()).hexdigest()
+        try:
+            data = (Path(cache) / name).read_bytes()
+        except OSError:
+            raise DataError(f"has no {name} (tiktoken's cache of {blobpath})") from None
+        if expected_hash and hashlib.sha256(data).hexdigest() != expected_hash:
+            raise DataError(f"{name} (tiktoken's cache of {blobpath}) is damaged: its sha256 is not tiktoken's")
+        return data
+
+    try:
+        with mock.patch.object(tiktoken.load, "read_file_cached", from_mirror_only):
+            tiktoken_ext.openai_public.gpt2()
+    except DataError as err:
+        return str(err)
+    except Exception as err:  # a cache that passes the hash check but does not parse
+        return f"cannot be read by tiktoken ({type(err).__name__}: {err})"
+    return None
+
+
+# -- tokenizers ---------------------------------------------------------------------------------------------------

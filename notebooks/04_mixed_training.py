@@ -25,7 +25,7 @@
 #
 # **This rerun.** The SWA layer reads the last GDN layer's state causally (position by position) with queries made by
 # that layer's key projection, mixed into its local attention through a learned gate. The local-path arms are the
-# source's (odebook.nn.hybrid.LOCAL_PATHS): static scale 0.3, static 0.1, stochastic drop p = 0.7 in training with
+# source's (odebook.nn.state_read.LOCAL_PATHS): static scale 0.3, static 0.1, stochastic drop p = 0.7 in training with
 # scale 0.3 at inference, and — separately named, not the source's — inverted dropout (kept sequences × 1/(1 − p),
 # scale 1 at inference). Training regimes: TinyStories language modelling; the retrieval curriculum; mixed,
 # 0.5·LM + 0.5·retrieval per step. A **no-state control** (every G layer replaced by plain SWA) is trained the same

@@ -15,7 +15,7 @@ from torch import nn
 from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, KVCache, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
 from odebook.nn.attention import CausalSelfAttention, SlidingWindowAttention
 from odebook.nn.gdn import NO_ABLATION, Ablation, GatedDeltaNet
-from odebook.nn.hybrid import LOCAL_PATHS, StateReadAttention
+from odebook.nn.state_read import LOCAL_PATHS, StateReadAttention
 from odebook.nn.linear_ce import linear_cross_entropy
 from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 

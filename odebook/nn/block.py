@@ -12,7 +12,7 @@ from torch import nn
 
 from odebook.nn.attention import MLP, CausalSelfAttention
 from odebook.nn.gdn import NO_ABLATION, Ablation, GatedDeltaNet, Writes
-from odebook.nn.hybrid import StateReadAttention
+from odebook.nn.state_read import StateReadAttention
 from odebook.nn.kv_cache import KVCache
 
 __all__ = ["Block"]

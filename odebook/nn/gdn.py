@@ -27,7 +27,7 @@ __all__ = ["GatedDeltaNet", "GDNOutput", "Writes", "Ablation", "ShortConv"]
 @dataclass(frozen=True)
 class Ablation:
     """What a forward pass zeroes. ``gdn_state``: every GDN layer's read-out of its own state; ``state_read``: the
-    state-reading layer's read of a GDN state (odebook.nn.hybrid); ``local``: every sliding-window attention output
+    state-reading layer's read of a GDN state (odebook.nn.state_read); ``local``: every sliding-window attention output
     (the hybrid's local path and plain S layers). Each switch zeroes exactly what it names."""
 
     gdn_state: bool = False

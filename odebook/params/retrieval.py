@@ -115,7 +115,7 @@ class MixedTrainingParams(RetrievalParams):
     d_model: int = spec(256, ge=8)
     bottlenecks: list[str] = spec(["static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted"],
                                   choices=("static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted", "none"),
-                                  help="local path arms (odebook.nn.hybrid.LOCAL_PATHS)")
+                                  help="local path arms (odebook.nn.state_read.LOCAL_PATHS)")
     regimes: list[str] = spec(["lm", "niah", "mixed"], choices=("lm", "niah", "mixed"))
     control: bool = spec(True, help="also train the no-state control (every G layer replaced by plain SWA)")
     max_train_stories: int = spec(50_000, ge=1)

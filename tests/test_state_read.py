@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from odebook import models
-from odebook.nn.hybrid import StateReadAttention
+from odebook.nn.state_read import StateReadAttention
 
 from causality import assert_causal
 

@@ -253,10 +253,6 @@ def bench_05() -> None:
 
 def _ddp_worker(steps: int, warmup: int, threads: int) -> list[float]:
     """Step times of the 01 baseline at its t4 shape in this process, data-parallel when launched so."""
-    from odebook import distributed
-
-    if "RANK" in os.environ:
-        distributed.init()
     torch.set_num_threads(threads)
     seed_everything(0)
     return step_times(BUILDERS["baseline"](), steps, warmup, flush_denormal=True)

@@ -93,10 +93,16 @@ def on_main(fn: Callable[[], float]) -> float:
     return float(value.item())
 
 
+def _joined(fn: Callable[..., Any], *args: Any) -> Any:
+    """What each launched process runs: join the process group, then ``fn(*args)``."""
+    init()
+    return fn(*args)
+
+
 def launch(fn: Callable[..., Any], *args: Any, nprocs: int | None = None) -> dict[int, Any]:
     """Run ``fn(*args)`` in ``nprocs`` processes on this machine (default: one per GPU, else 2) through torch's
-    elastic launcher; ``fn`` must be importable (a module-level function) and call ``init()`` first. Returns each
-    rank's return value."""
+    elastic launcher, each process in the group (``init`` is called for it); ``fn`` must be importable (a
+    module-level function). Returns each rank's return value."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -105,4 +111,4 @@ def launch(fn: Callable[..., Any], *args: Any, nprocs: int | None = None) -> dic
         config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nprocs, rdzv_backend="c10d",
                               rdzv_endpoint="localhost:0", run_id=f"odebook-{os.getpid()}", max_restarts=0,
                               monitor_interval=0.1, logs_specs=DefaultLogsSpecs(log_dir=logs))
-        return elastic_launch(config, fn)(*args)
+        return elastic_launch(config, _joined)(fn, *args)

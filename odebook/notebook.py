@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,8 +16,8 @@ from odebook.params import Params
 from odebook.runtime import Precision, precision_for, resolve_device
 from odebook.stats import Verdict
 
-__all__ = ["start", "output_dir", "checkpointing", "run_options", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts",
-           "repo_root", "to_jsonable"]
+__all__ = ["start", "output_dir", "checkpointing", "run_options", "tensorboard_dir", "save_figure", "save_table",
+           "save_results", "show_verdicts", "repo_root", "to_jsonable"]
 
 
 def start(schema: type[Params], namespace: Mapping[str, Any]) -> tuple[Params, Path, Precision]:

@@ -1,10 +1,8 @@
 """A training run that tests start in several processes (odebook.distributed.launch needs an importable function)."""
 
-import os
-
 import torch
 
-from odebook import distributed, models
+from odebook import models
 from odebook.data import fixed_batches, random_batches
 from odebook.runtime import precision_for, seed_everything
 from odebook.train import TrainConfig, train
@@ -28,8 +26,6 @@ def stream(seed: int, stop_after: int | None):
 def run(steps: int, checkpoint: str | None = None, interval: int = 0, stop_after: int | None = None,
         seed: int = 0, dropout: float = 0.0):
     """Train the tiny baseline; returns (losses, total gradient norms, final weights) on every rank."""
-    if "RANK" in os.environ and not distributed.active():  # started by distributed.launch
-        distributed.init()
     seed_everything(seed)
     model = models.gpt(**{**SHAPE, "dropout": dropout})
     hist = train(model, stream(seed, stop_after), fixed_batches(TOKENS, 2, 4, 16),

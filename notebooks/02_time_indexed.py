@@ -144,7 +144,7 @@ cfg = p.model_config(splits.vocab_size)
 builders = {name: functools.partial(time_indexed, name, **cfg) for name in p.models}
 config = TrainConfig.from_params(p)
 seeds = list(range(p.seed, p.seed + p.n_seeds))
-shape = dict(batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches)
+shape = notebook.batch_shape(p)
 chosen, lr_table, kept = tune_lr(builders, splits, config, precision, lrs=p.lr_grid, seed=seeds[0], **shape,
                                  **notebook.checkpointing(p, out))
 lr_table["chosen lr"] = pd.Series(chosen)

@@ -216,7 +216,7 @@ tokens_per_size = p.steps * p.batch_size * p.seq_len
 print(f"tokens per size: {tokens_per_size:,} ({p.steps} steps × {p.batch_size} × {p.seq_len})")
 config = TrainConfig.from_params(p)
 ladder_rows, lr_rows, runs_record = [], [], []
-shape = dict(batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches)
+shape = notebook.batch_shape(p)
 for s in p.series:
     for i in range(len(p.ladder_d)):
         name, build = f"{s} {size_name(i)}", functools.partial(pattern_lm, **p.size_config(i, s))

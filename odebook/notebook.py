@@ -16,7 +16,7 @@ from odebook.params import Params
 from odebook.runtime import Precision, precision_for, resolve_device
 from odebook.stats import Verdict
 
-__all__ = ["start", "output_dir", "checkpointing", "run_options", "tensorboard_dir", "save_figure", "save_table",
+__all__ = ["start", "output_dir", "checkpointing", "batch_shape", "run_options", "tensorboard_dir", "save_figure", "save_table",
            "save_results", "show_verdicts", "repo_root", "to_jsonable"]
 
 
@@ -60,11 +60,16 @@ def checkpointing(params: Params, out: Path) -> dict[str, Any]:
     return {"checkpoints": folder, "fresh": params.fresh, "key": {"study": params.study, **key}}
 
 
+def batch_shape(params: Params) -> dict[str, int]:
+    """Batch size, sequence length and evaluation batches: the keywords ``run_seeds``, ``tune_lr`` and
+    ``score_test`` (odebook.experiment) share."""
+    return {"batch_size": params.batch_size, "seq_len": params.seq_len, "eval_batches": params.eval_batches}
+
+
 def run_options(params: Params, out: Path, log: str = "runs") -> dict[str, Any]:
     """The keyword arguments of ``experiment.run_seeds`` that a study's parameters fix: its seeds, batch shape,
     evaluation batches, TensorBoard folder and checkpointing."""
-    return {"seeds": range(params.seed, params.seed + params.n_seeds), "batch_size": params.batch_size,
-            "seq_len": params.seq_len, "eval_batches": params.eval_batches,
+    return {"seeds": range(params.seed, params.seed + params.n_seeds), **batch_shape(params),
             "log_dir": tensorboard_dir(out, params, log), **checkpointing(params, out)}
 
 

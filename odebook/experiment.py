@@ -17,7 +17,7 @@ import dataclasses
 import math
 import statistics
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +33,7 @@ from odebook.runtime import Precision, seed_everything
 from odebook.stats import mean_ci, paired_test
 from odebook.train import DivergenceError, History, TrainConfig, evaluate, train
 
-__all__ = ["Run", "run_one", "run_seeds", "tune_lr", "score_test", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios",
+__all__ = ["Run", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios",
            "WARMUP_STEPS"]
 
 WARMUP_STEPS = 5  # step times of the first steps (allocator, caches) are left out of ms/step
@@ -85,31 +85,49 @@ def run_one(name: str, build: Callable[[], nn.Module], seed: int, splits: TokenS
     seed_everything(seed)
     model = build().to(precision.device)
     flops = forward_flops(model, valid[0][0].to(precision.device))
-    tag = f"{name}_seed{seed}_lr{config.lr:g}"
-    fp = ckpt.fingerprint(key=key, data=splits.description, model=name, seed=seed, arch=repr(model), train=config,
-                          batch=(batch_size, seq_len, len(valid)), scored=test is not None)
-    done = checkpoints / f"{tag}.done.pt" if checkpoints else None
-    partial = checkpoints / f"{tag}.pt" if checkpoints else None
-    if done and not fresh and done.is_file() and (state := ckpt.load(done))["fingerprint"] == fp:
-        model.load_state_dict(state["model"])
-        return Run(name, seed, count_params(model), History(**state["history"]), state["test_loss"], model, flops,
-                   state["peak_memory"], batch_size * seq_len, config.lr, "reused")
-    if fresh and partial:
-        partial.unlink(missing_ok=True)
     if cuda:
         torch.cuda.reset_peak_memory_stats(precision.device)
-    hist = train(model, random_batches(splits.train, batch_size, seq_len, seed=seed), valid, config, precision,
-                 groups=groups(name, model), desc=f"{name} seed {seed} lr {config.lr:g}", progress=progress,
-                 log_dir=log_dir / f"{name}_seed{seed}" if log_dir else None, checkpoint=partial, fingerprint=fp)
-    peak = float(torch.cuda.max_memory_allocated(precision.device)) if cuda else math.nan
-    test_loss = evaluate(model, test, precision) if test is not None else math.nan
-    origin = f"resumed at step {hist.resumed_at}" if hist.resumed_at else "trained"
-    if done:
-        ckpt.save(done, {"fingerprint": fp, "model": model.state_dict(), "history": hist.to_dict(),
-                         "test_loss": test_loss, "peak_memory": peak})
+
+    def finish(model: nn.Module, hist: History) -> dict:
+        peak = float(torch.cuda.max_memory_allocated(precision.device)) if cuda else math.nan
+        return {"test_loss": evaluate(model, test, precision) if test is not None else math.nan, "peak_memory": peak}
+
+    hist, origin, extras = train_once(
+        f"{name}_seed{seed}_lr{config.lr:g}", model, lambda: random_batches(splits.train, batch_size, seq_len, seed=seed),
+        valid, config, precision, checkpoints=checkpoints, fresh=fresh, finish=finish,
+        key={**(key or {}), "data": splits.description, "batch": (batch_size, seq_len, len(valid)),
+             "scored": test is not None},
+        groups=groups(name, model), desc=f"{name} seed {seed} lr {config.lr:g}", progress=progress,
+        log_dir=log_dir / f"{name}_seed{seed}" if log_dir else None)
+    return Run(name, seed, count_params(model), hist, extras["test_loss"], model, flops, extras["peak_memory"],
+               batch_size * seq_len, config.lr, origin)
+
+
+def train_once(tag: str, model: nn.Module, batches: Callable[[], Iterator], valid: Sequence, config: TrainConfig,
+               precision: Precision, *, checkpoints: Path | None = None, fresh: bool = False,
+               key: Mapping | None = None, finish: Callable[[nn.Module, History], dict] | None = None,
+               **train_kwargs) -> tuple[History, str, dict]:
+    """Train the (seeded, built) ``model`` on ``batches()`` with odebook.train.train — or, with ``checkpoints``, resume
+    it from ``<tag>.pt`` or take it finished from ``<tag>.done.pt`` when its fingerprint (``key``, ``tag``, the
+    model's repr, ``config``, odebook's source) matches (the module docstring). ``finish(model, history)`` gives what
+    is stored beside the finished weights (e.g. a test score) and returned again on reuse. Returns (history, origin,
+    what ``finish`` gave)."""
+    fingerprint = ckpt.fingerprint(key=key, tag=tag, arch=repr(model), train=config)
+    done = checkpoints / f"{tag}.done.pt" if checkpoints else None
+    partial = checkpoints / f"{tag}.pt" if checkpoints else None
+    if done and not fresh and done.is_file() and (state := ckpt.load(done))["fingerprint"] == fingerprint:
+        model.load_state_dict(state["model"])
+        return History(**state["history"]), "reused", state["extras"]
+    if fresh and partial:
         partial.unlink(missing_ok=True)
-    return Run(name, seed, count_params(model), hist, test_loss, model, flops, peak, batch_size * seq_len, config.lr,
-               origin)
+    hist = train(model, batches(), valid, config, precision, checkpoint=partial, fingerprint=fingerprint,
+                 **train_kwargs)
+    extras = finish(model, hist) if finish else {}
+    if done:
+        ckpt.save(done, {"fingerprint": fingerprint, "model": model.state_dict(), "history": hist.to_dict(),
+                         "extras": extras})
+        partial.unlink(missing_ok=True)
+    return hist, f"resumed at step {hist.resumed_at}" if hist.resumed_at else "trained", extras
 
 
 def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits,

@@ -175,7 +175,7 @@ def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_lay
 
 def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_seq_len: int,
                head_dim: int | None = None, window: int = 64, conv_width: int = 4, beta_floor: float = 0.0,
-               g_bias: float = 2.0, chunk_size: int = 64, dropout: float = 0.0, state_read: bool = False,
+               chunk_size: int = 64, dropout: float = 0.0, state_read: bool = False,
                local_path: str = "none") -> LM:
     """A stack written as a string, one letter a layer — G: Gated DeltaNet, S: sliding-window attention (window
     ``window``), A: full causal attention — each mixer in a pre-LN Block with an MLP. With ``state_read``, each S
@@ -189,7 +189,7 @@ def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_
         nonlocal read_dim
         if letter == "G":
             gdn = GatedDeltaNet(d_model=d_model, n_head=n_head, head_dim=head_dim, conv_width=conv_width,
-                                beta_floor=beta_floor, g_bias=g_bias, chunk_size=chunk_size)
+                                beta_floor=beta_floor, chunk_size=chunk_size)
             read_dim = gdn.n_head * gdn.head_dim
             return gdn
         if letter == "S" and state_read:

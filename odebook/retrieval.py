@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 from scipy import stats as sps
@@ -17,10 +18,10 @@ from scipy import stats as sps
 from odebook import tasks
 from odebook.data import Tokenizer
 from odebook.nn.gdn import Ablation
-from odebook.stats import Interval, mean_ci
+from odebook.stats import mean_ci
 
 __all__ = ["ABLATIONS", "distance_bin", "BINS", "SHORTCUTS", "score_rows", "best_shortcut", "summary", "across_seeds",
-           "ablation_drop"]
+           "per_seed"]
 
 # The ablations of the retrieval studies (what a forward pass zeroes; odebook.nn.gdn.Ablation).
 ABLATIONS: dict[str, Ablation] = {
@@ -53,8 +54,8 @@ def score_rows(model: torch.nn.Module, sets: Mapping[tuple[str, int], Sequence[t
             for start in range(0, len(examples), batch_size):
                 x, y, last = tasks.batch(examples[start:start + batch_size], tok)
                 rows_ = torch.arange(len(x))
-                logits = model(x.to(device), ablation=ABLATIONS[ablation])[rows_, last.to(device)]
-                answer = y[rows_, last].to(device)
+                h = model.run(x.to(device), ablation=ABLATIONS[ablation])[0][rows_, last.to(device)]
+                logits, answer = model.logits(h), y[rows_, last].to(device)  # the head at the answer position only
                 hits += (logits.argmax(-1) == answer).tolist()
             rows += [{**labels, "set": name, "k": k, "ablation": ablation, "hit": float(hit), "distance": d,
                       "bin": distance_bin(d, window), **sc}
@@ -92,11 +93,14 @@ def across_seeds(rows: pd.DataFrame, by: Sequence[str], seed: str = "seed") -> p
     return pd.DataFrame(out).set_index(list(by))
 
 
-def ablation_drop(rows: pd.DataFrame, ablation: str, *, where: Mapping[str, object] | None = None,
-                  seed: str = "seed") -> Interval:
-    """normal − ``ablation`` accuracy per seed (the same examples, paired), as a mean with its interval across seeds."""
+def per_seed(rows: pd.DataFrame, seeds: Sequence[int], *, shortcut: bool = False, seed: str = "seed",
+             **where) -> np.ndarray:
+    """Accuracy per seed (in the order of ``seeds``) of the rows where each column named in ``where`` equals its value
+    (e.g. set="far", ablation="state zeroed"); with ``shortcut``, the best shortcut's accuracy on those rows instead.
+    The per-seed values the paired tests of studies 03 and 04 take (seeds share their evaluation examples)."""
     sel = rows
-    for col, val in (where or {}).items():
+    for col, val in where.items():
         sel = sel[sel[col] == val]
-    acc = sel.groupby(["ablation", seed]).hit.mean().unstack(0)
-    return mean_ci((acc["normal"] - acc[ablation]).to_numpy(dtype=float))
+    groups = sel.groupby(seed)
+    values = groups.apply(best_shortcut) if shortcut else groups.hit.mean()
+    return values.reindex(list(seeds)).to_numpy(dtype=float)

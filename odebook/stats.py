@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -246,10 +246,11 @@ def paired_outcome(test: PairedTest, p_adjusted: float, alpha: float) -> str:
     return "held" if below == (test.claim == "below") else "not held"
 
 
-def holm_verdicts(tests: dict[str, list[PairedTest]], alpha: float, scale: str = "",
+def holm_verdicts(tests: dict[str, list[PairedTest]], alpha: float, scale: str | Mapping[str, str] = "",
                   notes: dict[str, str] | None = None) -> list[Verdict]:
     """One Verdict per claim; a claim made of several paired tests (all must hold; any not held makes it not held)
-    gets each test's outcome. Every test of every claim is one member of the Holm family."""
+    gets each test's outcome. Every test of every claim is one member of the Holm family. ``scale``: one for all
+    claims, or one per claim."""
     flat = [(claim, t) for claim, ts in tests.items() for t in ts]
     adjusted = holm([t.p for _, t in flat])
     verdicts = []
@@ -260,5 +261,6 @@ def holm_verdicts(tests: dict[str, list[PairedTest]], alpha: float, scale: str =
                    else "held")
         evidence = "; ".join(f"{t.evidence()}, Holm p = {q:.3g}" for t, q in rows)
         note = (notes or {}).get(claim)
-        verdicts.append(Verdict(claim, outcome, f"{evidence}{f' — {note}' if note else ''}", scale))
+        verdicts.append(Verdict(claim, outcome, f"{evidence}{f' — {note}' if note else ''}",
+                                scale if isinstance(scale, str) else scale[claim]))
     return verdicts

@@ -45,3 +45,34 @@ def test_compare_to_is_paired_by_seed():
     runs = [R("a", s, x) for s, x in enumerate(a)] + [R("b", s, x) for s, x in reversed(list(enumerate(b)))]
     row = compare_to(runs, "b").loc["a"]
     assert row.p_value == pytest.approx(stats.ttest_rel(a, b).pvalue)
+
+
+def test_train_once_reuses_a_finished_run_of_any_batch_stream_and_retrains_a_changed_one(tmp_path):
+    """The retrieval runs of studies 03 and 04 train on their own batch streams through train_once: a finished run is
+    taken from its .done.pt (same weights, history and finish() values), a changed key retrains, fresh retrains."""
+    from odebook import tasks
+    from odebook.data import ByteTokenizer
+    from odebook.experiment import train_once
+
+    tok, cpu = ByteTokenizer(), precision_for(torch.device("cpu"))
+    config = TrainConfig(steps=3, lr=1e-3, eval_interval=3, checkpoint_interval=2)
+    valid = [tasks.batch(tasks.make_examples(2, 9, k=1, n_filler=0), tok)[:2]]
+
+    def once(key, fresh=False):
+        torch.manual_seed(0)
+        model = models.pattern_lm("GS", vocab_size=256, d_model=16, n_head=2, max_seq_len=512, window=8,
+                                  state_read=True)
+        stream = lambda: tasks.curriculum_batches(tok, 2, 0, [(3, 1)], [1, 2])  # noqa: E731
+        hist, origin, extras = train_once("niah_seed0", model, stream, valid, config, cpu, checkpoints=tmp_path,
+                                          fresh=fresh, key=key, progress=False,
+                                          finish=lambda m, h: {"last": h.loss[-1]})
+        return model, hist, origin, extras
+
+    first, hist, origin, extras = once({"k": 1})
+    assert origin == "trained" and (tmp_path / "niah_seed0.done.pt").is_file()
+    assert not (tmp_path / "niah_seed0.pt").exists()  # the partial checkpoint goes once the run is done
+    again, hist2, origin2, extras2 = once({"k": 1})
+    assert origin2 == "reused" and extras2 == extras and hist2.loss == hist.loss
+    for a, b in zip(first.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(a, b)
+    assert once({"k": 2})[2] == "trained" and once({"k": 2}, fresh=True)[2] == "trained"

@@ -1,3 +1,4 @@
+import dataclasses
 import random
 from collections import Counter
 
@@ -59,14 +60,27 @@ def test_fact_positions_are_uniform_in_training_and_random_evaluation():
     assert stats.chisquare([counts[i] for i in range(n_sentences)]).pvalue > 0.001
     inside = tasks.make_examples(50, 1, k=3, n_filler=4, placement="inside")
     far = tasks.make_examples(50, 1, k=3, n_filler=4, placement="far")
-    assert {ex.fact_index for ex in inside} == {6} and {ex.fact_index for ex in far} == {0}
+    assert {ex.fact_index for ex in inside} == {5} and {ex.fact_index for ex in far} == {0}
+
+
+def test_inside_is_not_solved_by_the_latest_fact_or_colour():
+    """'inside' puts the queried fact second to last and another fact last: the latest fact's colour and the most
+    recent colour are always wrong there (with one binding, a filler sentence comes last instead)."""
+    inside = tasks.make_examples(200, 4, k=3, n_filler=4, placement="inside")
+    assert all(ex.prompt.split(". ")[-2].split()[1] == "has" for ex in inside)  # the last sentence is a fact
+    for name in ("latest fact's colour", "most recent colour"):
+        assert sum(tasks.shortcuts(ex)[name] for ex in inside) == 0
+    single = tasks.make_examples(20, 4, k=1, n_filler=2, placement="inside")
+    assert {ex.fact_index for ex in single} == {1}
+    with pytest.raises(ValueError, match="two sentences"):
+        tasks.make_example(random.Random(0), k=1, n_filler=0, placement="inside")
 
 
 def test_distance_counts_tokens_from_the_fact_to_the_answer_position():
     tok = ByteTokenizer()
     ex = tasks.make_example(random.Random(0), k=1, n_filler=0)
-    ids, _ = tasks.encode(ex, tok)
-    assert ex.prompt[ex.answer_at:].startswith(ex.color)
+    ids, [(position, _)] = tasks.encode(ex, tok)
+    assert position == len(ids) - 1 and ex.prompt[ex.answer_at:].startswith(ex.color)
     assert tasks.distance(ex, tok) == len(ids) - 1 - ex.answer_at  # the fact's colour byte → last prompt position
     far = tasks.make_examples(30, 2, k=2, n_filler=5, placement="far")
     inside = tasks.make_examples(30, 2, k=2, n_filler=5, placement="inside")
@@ -84,9 +98,10 @@ def test_shortcuts_are_shortcuts_and_not_solutions():
 
 def test_answers_are_single_distinct_tokens():
     ex = tasks.make_example(random.Random(0), k=2, n_filler=1)
-    ids, answer = tasks.encode(ex, get_tokenizer("gpt2"))
+    ids, [(_, answer)] = tasks.encode(ex, get_tokenizer("gpt2"))
     assert get_tokenizer("gpt2").decode([answer]) == " " + ex.color
-    assert len({tasks.encode(tasks.make_example(random.Random(0), k=1, n_filler=0), ByteTokenizer())[1]}) == 1
+    _, [(_, byte)] = tasks.encode(ex, ByteTokenizer())
+    assert byte == ord(ex.color[0])
     firsts = {c[0] for c in tasks.COLORS}
     assert len(firsts) == len(tasks.COLORS)
 
@@ -97,8 +112,27 @@ def test_batch_marks_only_the_answer():
     x, y, last = tasks.batch(exs, tok)
     assert ((y != tasks.IGNORE_INDEX).sum(1) == 1).all()
     for i, ex in enumerate(exs):
-        ids, answer = tasks.encode(ex, tok)
-        assert x[i, : len(ids)].tolist() == ids and y[i, last[i]] == answer
+        ids, [(position, answer)] = tasks.encode(ex, tok)
+        assert x[i, : len(ids)].tolist() == ids and last[i] == position and y[i, position] == answer
+
+
+@pytest.mark.parametrize("name", ["bytes", "gpt2"])
+def test_training_prompts_ask_every_bound_name_once_after_the_evaluation_prompt(name):
+    """With every_question the prompt starts exactly as the evaluation prompt, then asks each other bound name once,
+    after the previous answer; every answer position is scored with that name's colour."""
+    tok = get_tokenizer(name)
+    for ex in tasks.make_examples(20, 3, k=4, n_filler=3):
+        first, [answer0] = tasks.encode(ex, tok)
+        ids, answers = tasks.encode(ex, tok, every_question=True)
+        assert ids[: len(first)] == first and answers[0] == answer0 and len(answers) == 4
+        asked = [ex.name, *(n for n, _ in ex.followups)]
+        assert sorted(asked) == sorted(n for n in tasks.NAMES if f"{n} has a " in ex.prompt)
+        bindings = dict([(ex.name, ex.color), *ex.followups])
+        for (position, answer), who in zip(answers, asked):
+            assert tok.decode(ids[: position + 1]).rstrip().endswith(f"What color does {who} have?")
+            assert answer == tasks.encode(dataclasses.replace(ex, color=bindings[who]), tok)[1][0][1]
+    x, y, last = tasks.batch(tasks.make_examples(5, 0, k=3, n_filler=1), tok, every_question=True)
+    assert ((y != tasks.IGNORE_INDEX).sum(1) == 3).all()
 
 
 def test_curriculum_batches_grow_and_draw_k():
@@ -111,7 +145,8 @@ def test_curriculum_batches_grow_and_draw_k():
 def test_max_prompt_tokens_bounds_every_prompt():
     tok = ByteTokenizer()
     bound = tasks.max_prompt_tokens(4, 5, tok)
-    assert all(len(tasks.encode(ex, tok)[0]) <= bound for ex in tasks.make_examples(300, 1, k=4, n_filler=5))
+    assert all(len(tasks.encode(ex, tok, every_question=True)[0]) <= bound
+               for ex in tasks.make_examples(300, 1, k=4, n_filler=5))
 
 
 def test_bad_task_arguments_are_refused():

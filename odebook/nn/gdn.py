@@ -1,9 +1,12 @@
 """The Gated DeltaNet mixer (Yang, Kautz & Hatamizadeh, 2024) on odebook's gated delta rule.
 
 x → q, k, v projections (H heads of width K) → optional short causal depthwise convolution → SiLU →
-L2-normalised q and k; β_t = β_floor + (1 − β_floor)·σ(W_β x_t) (β_floor = 1 always writes); g_t = log σ(W_g x_t +
-g_bias) (g_bias = 2 keeps σ(2) ≈ 0.88 of the state per step at initialisation); the gated delta rule; RMSNorm of
-each head's read-out times a SiLU output gate; output projection.
+L2-normalised q and k; β_t = β_floor + (1 − β_floor)·σ(W_β x_t) (β_floor = 1 always writes); the log decay
+g_t = −exp(A_log)·softplus(W_a x_t + dt_bias) per head, initialised as fla-core's GatedDeltaNet initialises it (Mamba-2's
+parameterisation: A ~ U(0, 16), dt log-uniform in [0.001, 0.1], so heads start with memories from a few tokens to
+thousands — a single fixed decay, e.g. σ(2) ≈ 0.88 a step, forgets a fact 50 tokens back by a factor 10⁻³ and left
+the retrieval studies at chance); the gated delta rule; RMSNorm of each head's read-out times a SiLU output gate;
+output projection.
 
 The layer stores nothing: ``forward`` returns a GDNOutput with the output, the final state, its ``Writes`` (what a
 later layer needs to read this state causally, position by position) and its diagnostics. ``ablate`` zeroes the
@@ -12,6 +15,7 @@ read-out o_t = Sᵀq_t (the state ablation), passed as an argument, never set on
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -79,18 +83,20 @@ class ShortConv(nn.Module):
 
 class GatedDeltaNet(nn.Module):
     def __init__(self, *, d_model: int, n_head: int, head_dim: int | None = None, conv_width: int = 4,
-                 beta_floor: float = 0.0, g_bias: float = 2.0, chunk_size: int = 64):
+                 beta_floor: float = 0.0, chunk_size: int = 64):
         super().__init__()
         K = head_dim or d_model // n_head
         self.n_head, self.head_dim, self.beta_floor, self.chunk_size = n_head, K, beta_floor, chunk_size
         self.q, self.k, self.v = (nn.Linear(d_model, n_head * K, bias=False) for _ in range(3))
         self.convs = nn.ModuleList(ShortConv(n_head * K, conv_width) for _ in range(3)) if conv_width else None
         self.beta = nn.Linear(d_model, n_head)
-        self.gate = nn.Linear(d_model, n_head)
+        self.gate = nn.Linear(d_model, n_head, bias=False)
+        self.A_log = nn.Parameter(torch.empty(n_head).uniform_(0, 16).log())
+        dt = torch.exp(torch.empty(n_head).uniform_(math.log(1e-3), math.log(0.1))).clamp(min=1e-4)
+        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus⁻¹(dt)
         self.out_gate = nn.Linear(d_model, n_head * K, bias=False)
         self.norm = nn.RMSNorm(K)
         self.out = nn.Linear(n_head * K, d_model, bias=False)
-        self.g_bias = g_bias
 
     def _project(self, x: torch.Tensor, i: int) -> torch.Tensor:
         """Projection i (0 = q, 1 = k, 2 = v) → short convolution → SiLU, as [B, T, H, K]."""
@@ -110,7 +116,7 @@ class GatedDeltaNet(nn.Module):
         q, k, v = (self._project(x, i) for i in range(3))
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
         beta = self.beta_floor + (1 - self.beta_floor) * torch.sigmoid(self.beta(x))  # [B, T, H]
-        g = F.logsigmoid(self.gate(x) + self.g_bias)  # [B, T, H], ≤ 0
+        g = -self.A_log.exp() * F.softplus(self.gate(x) + self.dt_bias)  # [B, T, H] log decay, ≤ 0
         o, state = gated_delta_rule(q, k, v, g, beta, initial_state=initial_state, chunk_size=self.chunk_size)
         if ablate:
             o = torch.zeros_like(o)

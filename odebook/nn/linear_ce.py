@@ -66,9 +66,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *, vocab_size: int,
                          ignore_index: int = IGNORE_INDEX, chunk_rows: int | None = None) -> torch.Tensor:
     """The same mean cross-entropy as ``linear_cross_entropy_reference``, computed over slices of ``chunk_rows``
-    tokens (default: SLICE_ELEMENTS logits a slice) with its gradients formed in the same pass. Without grad mode it
-    only evaluates the loss (still sliced)."""
+    tokens (default: SLICE_ELEMENTS logits a slice) with its gradients formed in the same pass; rows whose target is
+    ``ignore_index`` are dropped first (their gradient is zero). Without grad mode it only evaluates the loss (still
+    sliced)."""
     chunk_rows = chunk_rows or max(1, SLICE_ELEMENTS // vocab_size)
+    valid = targets != ignore_index
+    if not bool(valid.all()):  # padding rows count nowhere: drop them before the head (retrieval: one row a prompt)
+        h, targets = h[valid], targets[valid]
     if not (torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)):
         with torch.no_grad():
             valid = targets != ignore_index

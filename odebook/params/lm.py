@@ -40,6 +40,7 @@ class LMParams(Params):
     checkpoint_interval: int = spec(100, ge=0, help="steps between checkpoints of each run (resumed on a re-run); 0 = none")
     checkpoint_dir: str = spec("", help="where runs keep checkpoints; empty = <output_dir>/checkpoints")
     fresh: bool = spec(False, help="ignore stored checkpoints: train every run from the start")
+    alpha: float = spec(0.05, gt=0.0, le=0.5, help="family-wise significance level (Holm) of the study's verdicts")
 
     width_key: ClassVar[str] = "d_model"  # the field holding the model width(s) that n_head must divide
 

@@ -69,7 +69,6 @@ class GradientFlowParams(ODEHybridParams):
     loss_margin: float = spec(0.10, gt=0.0, help="'within 10 % of the baseline': hybrid/baseline test loss < 1 + margin")
     dynamics_sequences: int = spec(2, ge=1, help="held-out sequences of the dynamics analysis")
     dynamics_tokens: int = spec(8, ge=1, help="tokens per sequence of the dynamics analysis (Jacobian (T·d)²)")
-    alpha: float = spec(0.05, gt=0.0, le=0.5, help="family-wise significance level (Holm) of the paired tests")
 
     def cross_checks(self) -> list[str]:
         return super().cross_checks() + self.solver_errors([self.solver])
@@ -105,7 +104,6 @@ class ODESolverParams(ODEHybridParams):
     sample_tokens: int = spec(100, ge=1)
     temperature: float = spec(0.8, gt=0.0)
     top_k: int = spec(40, ge=1)
-    alpha: float = spec(0.05, gt=0.0, le=0.5, help="significance level of the verdicts")
 
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()

@@ -38,6 +38,7 @@ class RetrievalParams(LMParams):
     chunk_size: int = spec(64, ge=1, help="chunk of the pure-PyTorch gated delta rule (CPU path; CUDA uses fla-core)")
     ks: list[int] = spec([2, 4], ge=1, le=8, help="bindings per prompt: drawn from these in training, each scored")
     curriculum: list[int] = spec([0, 10, 30, 50, 100], ge=0, help="filler sentences per stage, growing over training")
+    niah_batch_size: int = spec(16, ge=1, help="retrieval prompts per training step")
     niah_eval_examples: int = spec(500, ge=1, help="examples per evaluation set")
     eval_seed: int = spec(10_000, ge=0, help="seed of the evaluation examples, apart from training seeds")
 
@@ -79,7 +80,6 @@ class GDNScalingParams(RetrievalParams):
                                 help="language-model learning rates tried per size (first seed, validation split)")
     niah_sizes: list[int] = spec([0, 1, 2], ge=0, help="ladder indices whose GDN-only stack is trained on retrieval")
     niah_steps: int = spec(1500, ge=1, help="retrieval training steps per size, over the whole curriculum")
-    niah_batch_size: int = spec(16, ge=1)
 
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()

@@ -48,7 +48,6 @@ class TimeIndexedParams(LMParams):
                                                        "transformer over the model's, at least this")
     dynamics_sequences: int = spec(2, ge=1, help="held-out sequences of the dynamics analysis")
     dynamics_tokens: int = spec(8, ge=1, help="tokens per sequence of the dynamics analysis")
-    alpha: float = spec(0.05, gt=0.0, le=0.5, help="family-wise significance level (Holm) of the verdicts")
 
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()

@@ -169,7 +169,8 @@ ax_loss.set(title="validation loss", ylabel="cross-entropy (nats/token)")
 plots.plot_over_steps(ax_grad, runs, lambda r: (r.history.grad_step, r.history.grad_norm["before"]), log=True)
 ax_grad.set(title="gradient norm, blocks before the span")
 with_span = [r for r in runs if "replaced" in r.history.grad_norm]
-plots.plot_over_steps(ax_ode, with_span, lambda r: (r.history.grad_step, r.history.grad_norm["replaced"]), log=True)
+plots.plot_over_steps(ax_ode, with_span, lambda r: (r.history.grad_step, r.history.grad_norm["replaced"]), log=True,
+                      models=list(builders))
 ax_ode.set(title="gradient norm of the replaced span")
 fig.tight_layout()
 notebook.save_figure(fig, out, "loss_and_gradients")

@@ -23,16 +23,19 @@ def _smooth(y: np.ndarray, window: int) -> np.ndarray:
 
 
 def plot_over_steps(ax, runs: Sequence[Run], metric: Callable[[Run], tuple[Sequence[int], Sequence[float]]],
-                    *, label_suffix: str = "", smooth: int = 1, linestyle: str = "-", log: bool = False) -> None:
+                    *, label_suffix: str = "", smooth: int = 1, linestyle: str = "-", log: bool = False,
+                    models: Sequence[str] | None = None) -> None:
     """For each model, the mean over seeds of ``metric(run) -> (steps, values)``, shaded from the lowest to the
-    highest seed (a band that stays positive on a log scale)."""
-    for i, name in enumerate(dict.fromkeys(r.model for r in runs)):
+    highest seed (a band that stays positive on a log scale). A model's colour is its place in ``models`` (default:
+    the models of ``runs``), so panels that show a subset still colour each model alike."""
+    models = list(models or dict.fromkeys(r.model for r in runs))
+    for name in dict.fromkeys(r.model for r in runs):
         rs = [r for r in runs if r.model == name]
         steps = np.asarray(metric(rs[0])[0])
         ys = np.stack([_smooth(np.asarray(metric(r)[1], dtype=float), smooth) for r in rs])
         steps = steps[len(steps) - ys.shape[1]:]
         mean = ys.mean(0)
-        color = f"C{i}"
+        color = f"C{models.index(name)}"
         ax.plot(steps, mean, linestyle, color=color, label=f"{name}{label_suffix}")
         if len(rs) > 1:
             ax.fill_between(steps, ys.min(0), ys.max(0), color=color, alpha=0.2, linewidth=0)

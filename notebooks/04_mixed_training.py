@@ -289,16 +289,19 @@ for j, (ablation, shift) in enumerate((("state zeroed", -0.2), ("local zeroed", 
 ax_d.axhline(p.delta_target, color="k", linestyle=":", label=f"target {p.delta_target:.2f}")
 ax_d.set(xticks=x, ylabel="accuracy drop", title="what the answer beyond the window depends on")
 ax_d.set_xticklabels([f"{a}\n{r}" for a, r in labels], fontsize=7)
-ax_d.legend(fontsize=7)
+ax_d.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
 normal = table.xs("normal", level="ablation")
+runs_ = [(a, r) for a in arms for r in p.regimes]
 for j, set_ in enumerate(("inside", "far")):
-    ax_p.errorbar(np.arange(len(arms) * len(p.regimes)) + 0.1 * j,
-                  [normal.loc[(a, r, set_), "acc"] for a in arms for r in p.regimes], fmt="o", label=set_)
+    rows_ = normal.loc[[(a, r, set_) for a, r in runs_]]
+    ax_p.errorbar(np.arange(len(runs_)) + 0.1 * j, rows_.acc, fmt="o", capsize=3, label=f"{set_} (interval across seeds)",
+                  yerr=[(rows_.acc - rows_["seed lo"]).clip(lower=0), (rows_["seed hi"] - rows_.acc).clip(lower=0)])
 ax_p.axhline(tasks.CHANCE, color="k", lw=0.8, label="chance")
+ax_p.axhline(normal.xs("far", level="set")["best shortcut"].max(), color="k", ls=":", lw=0.8, label="best shortcut")
 ax_p.set(xticks=range(len(arms) * len(p.regimes)), ylabel="top-1 accuracy", ylim=(0, 1.05),
          title="accuracy, inside vs beyond the window")
 ax_p.set_xticklabels([f"{a}\n{r}" for a in arms for r in p.regimes], fontsize=7)
-ax_p.legend(fontsize=7)
+ax_p.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
 fig.tight_layout()
 notebook.save_figure(fig, out, "ablations")
 

@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(_worker(model_name, flush == "flush", head, args.steps, args.warmup)))
         return
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {_load()}")
     if args.only in (None, "01"):
         bench_01(args.steps, args.warmup)
     if args.only in (None, "delta_rule"):
@@ -299,6 +299,12 @@ def main(argv: list[str] | None = None) -> None:
         bench_05()
     if args.only in (None, "ddp"):
         bench_ddp(args.steps, args.warmup)
+    print(f"\n{_load()} (other processes on these cores inflate every timing above)")
+
+
+def _load() -> str:
+    """The 1-, 5- and 15-minute load averages: how busy the machine's cores were while the timings ran."""
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -79,8 +79,10 @@ class CausalSelfAttention(nn.Module):
         offset = cache.length
         q, k, v = self.heads(x)
         k, v = cache.update(k, v)  # [B, H, offset + T, D]
-        i = torch.arange(T, device=x.device)[:, None] + offset
-        mask = None if T == 1 else torch.arange(offset + T, device=x.device)[None, :] <= i  # new position i sees ≤ i
+        mask = None  # one new position sees every cached one; several: new position i sees positions ≤ i
+        if T > 1:
+            i = torch.arange(T, device=x.device)[:, None] + offset
+            mask = torch.arange(offset + T, device=x.device)[None, :] <= i
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         return y.transpose(1, 2).reshape(B, T, C)
 

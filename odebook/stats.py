@@ -217,7 +217,7 @@ def paired_test(a: Sequence[float], b: Sequence[float], *, claim: str, threshold
     d = np.log(x / y) if log else x - y
     interval = mean_ci(d, level)
     sd = float(d.std(ddof=1)) if len(d) > 1 else math.nan
-    if len(d) < 2 or not sd > 0:
+    if len(d) < 2 or not sd > 1e-12 * max(1.0, float(np.abs(d).max())):  # nothing varies (up to rounding)
         return PairedTest(claim, threshold, interval, math.nan, math.nan, math.nan, log)
     res = stats.ttest_rel(x if not log else d, (y if not log else np.zeros_like(d)) + threshold)
     return PairedTest(claim, threshold, interval, float(res.statistic), float(res.pvalue),

@@ -133,3 +133,15 @@ def test_holm_verdicts_reach_held_not_held_and_inconclusive():
     assert 0.01 < one.p < 0.05 and holm_verdicts({"alone": [one]}, alpha=0.05)[0].outcome == "held"
     many = {f"c{i}": [one] for i in range(10)}
     assert {v.outcome for v in holm_verdicts(many, alpha=0.05)} == {"inconclusive"}
+
+
+def test_a_paired_test_whose_differences_vary_only_by_rounding_is_inconclusive():
+    """Accuracies of 0 against a shortcut of 0.38 in every seed differ by -0.38 up to float rounding: that is
+    'nothing varies', not a t of 10^16 (and a p of 10^-32)."""
+    import numpy as np
+
+    from odebook.stats import paired_outcome, paired_test
+
+    shortcut = np.array([0.38, np.nextafter(0.38, 1.0), np.nextafter(0.38, 0.0)])  # 0.38 up to rounding
+    t = paired_test(np.zeros(3), shortcut, claim="above")
+    assert math.isnan(t.p) and paired_outcome(t, math.nan, 0.05) == "inconclusive"

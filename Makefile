@@ -12,7 +12,7 @@ ODEBOOK_DATA ?=
 # JupyterLab refuses to start as root (containers) unless told to.
 LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup run-all lab test test-all sync bench clean-outputs
+.PHONY: help setup run-all reports check-reports lab test test-all sync bench clean-outputs
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
@@ -32,6 +32,13 @@ run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradien
 	@$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.runner --profile "$(PROFILE)" $(if $(FRESH),--fresh) $(NOTEBOOKS) || \
 	{ s=$$?; case $$s in 2) echo "run-all: invalid parameters, profile or notebook name: nothing ran (exit 2)" >&2;; \
 	  1) echo "run-all: a notebook failed; see outputs/$(PROFILE)/index.html (exit 1)" >&2;; esac; exit $$s; }
+
+reports:  ## refresh the committed reference reports: run-all PROFILE=cpu FRESH=1, copy to reports/cpu, README table
+	$(MAKE) run-all PROFILE=cpu FRESH=1
+	$(PY) -m odebook.reports publish --profile cpu
+
+check-reports:  ## say which committed reports (reports/<PROFILE>) no longer match the code; never fails for it
+	$(PY) -m odebook.reports check --profile "$(PROFILE)"
 
 lab:  ## JupyterLab on notebooks/ with the venv's python3 kernel and the runner's CPU allocator settings
 	env $$($(PY) -c 'from odebook.runtime import ALLOCATOR_ENV as e; print(" ".join(f"{k}={v}" for k, v in e.items()))') \

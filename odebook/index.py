@@ -73,7 +73,7 @@ def _thumbnail(folder: Path, href: str) -> str:
     return f"<a href='{href}'><img class='thumb' src='{rel}' alt='{figures[0].stem}'></a>"
 
 
-def _card(out_root: Path, notebook: Path, smoke: bool) -> str:
+def _card(out_root: Path, notebook: Path, smoke: bool, note: str = "") -> str:
     name = notebook.stem
     title, question = question_of(notebook)
     good = _read_json(out_root / name / "manifest.json")
@@ -96,7 +96,8 @@ def _card(out_root: Path, notebook: Path, smoke: bool) -> str:
     numbers = "<br>".join(f"{html.escape(k)}: {_fmt(v)}"
                           for k, v in results.get("headline", {}).items() if not k.startswith("verdict: "))
     numbers = f"<details><summary>headline numbers</summary><p>{numbers}</p></details>" if numbers else ""
-    return (f"<section class='card'>{_thumbnail(folder, href)}{head}<p class='status'>{status}</p>{error}"
+    note = f"<p class='failed'>{html.escape(note)}</p>" if note else ""
+    return (f"<section class='card'>{_thumbnail(folder, href)}{head}<p class='status'>{status}</p>{note}{error}"
             f"{_badges(results, smoke)}{numbers}</section>")
 
 
@@ -109,10 +110,11 @@ STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100p
 .failed{color:#b42318;font-weight:bold}pre{white-space:pre-wrap;background:#f6f8fa;padding:.6em}"""
 
 
-def write_index(out_root: Path, notebooks: list[Path], profile: str) -> Path:
-    """Write ``out_root``/index.html for ``notebooks`` (their .py files) run with ``profile``."""
+def write_index(out_root: Path, notebooks: list[Path], profile: str, notes: dict[str, str] | None = None) -> Path:
+    """Write ``out_root``/index.html for ``notebooks`` (their .py files) run with ``profile``; ``notes`` (by
+    notebook name) are shown on their cards, e.g. that a committed report is stale (odebook.reports)."""
     out_root.mkdir(parents=True, exist_ok=True)
-    cards = "\n".join(_card(out_root, nb, profile == "smoke") for nb in notebooks)
+    cards = "\n".join(_card(out_root, nb, profile == "smoke", (notes or {}).get(nb.stem, "")) for nb in notebooks)
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>odebook — {html.escape(profile)}</title>"
             f"<style>{STYLE}</style></head><body><h1>odebook — profile <code>{html.escape(profile)}</code></h1>"
             f"<p class='banner'>{html.escape(profile_note(profile))}</p>\n{cards}\n</body></html>")

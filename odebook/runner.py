@@ -30,7 +30,7 @@ from importlib import metadata
 from unittest import mock
 from pathlib import Path
 
-from odebook import index
+from odebook import index, reports
 from odebook.params import ParamError, Params, validate_values
 from odebook.runtime import ALLOCATOR_ENV, device_name, resolve_device
 
@@ -239,6 +239,7 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
         "git_commit": _git("rev-parse", "HEAD", cwd=root), "git_dirty": bool(_git("status", "--porcelain", cwd=root)),
         "parameter_file": str(book.params / profile / f"{name}.yaml"), "parameters": params.to_dict(),
         "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()), "packages": _versions(),
+        "hashes": reports.hashes(root, name, profile),
     }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
     if not error and checkpoints.is_dir():

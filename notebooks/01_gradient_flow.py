@@ -70,6 +70,11 @@ n_seeds = 3
 device = "auto"
 output_dir = ""
 corpus = "wikitext2"
+train_file = ""  # corpus = "files": your own text (absolute paths; see the README)
+valid_file = ""
+test_file = ""
+text_file = ""  # ... or one file, cut by split_fractions
+split_fractions = [0.9, 0.05, 0.05]
 tokenizer = "gpt2"
 n_layer = 6
 d_model = 256
@@ -124,7 +129,7 @@ p, out, precision = notebook.start(GradientFlowParams, globals())
 
 # %%
 tok = data.get_tokenizer(p.tokenizer)
-splits = data.tokenize(data.load_corpus(p.corpus), tok)
+splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), tok)
 print(splits.description)
 
 # %% [markdown]

@@ -77,6 +77,11 @@ device = "auto"
 output_dir = ""
 models = ["standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_mlp_constant", "ti_mlp_dt", "ode_shared"]
 corpus = "wikitext2"
+train_file = ""  # corpus = "files": your own text (absolute paths; see the README)
+valid_file = ""
+test_file = ""
+text_file = ""  # ... or one file, cut by split_fractions
+split_fractions = [0.9, 0.05, 0.05]
 tokenizer = "bytes"
 d_model = 256
 n_head = 4
@@ -130,7 +135,7 @@ print(f"LayerNorms of the gated models: {p.norm}; Tong's time MLPs: {p.tong_time
 # ## Data
 
 # %%
-splits = data.tokenize(data.load_corpus(p.corpus), data.get_tokenizer(p.tokenizer))
+splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), data.get_tokenizer(p.tokenizer))
 print(splits.description)
 
 # %% [markdown]

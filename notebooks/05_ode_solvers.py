@@ -68,6 +68,11 @@ n_seeds = 3
 device = "auto"
 output_dir = ""
 corpus = "wikitext2"
+train_file = ""  # corpus = "files": your own text (absolute paths; see the README)
+valid_file = ""
+test_file = ""
+text_file = ""  # ... or one file, cut by split_fractions
+split_fractions = [0.9, 0.05, 0.05]
 tokenizer = "gpt2"
 n_head = 4
 seq_len = 128
@@ -129,7 +134,7 @@ p, out, precision = notebook.start(ODESolverParams, globals())
 
 # %%
 tok = data.get_tokenizer(p.tokenizer)
-splits = data.tokenize(data.load_corpus(p.corpus), tok)
+splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), tok)
 print(splits.description)
 
 # %% [markdown]

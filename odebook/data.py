@@ -16,9 +16,10 @@ import torch
 
 from odebook.mirror import DATA_ENV, HOW_TO_PROVIDE, TIKTOKEN_DIR, DataError, check_data, mirror_dir
 from odebook.nn.linear_ce import IGNORE_INDEX  # padding targets: the loss skips them
+from odebook.own_corpus import load_own_corpus
 
 __all__ = ["DATA_ENV", "DataError", "Tokenizer", "ByteTokenizer", "TiktokenTokenizer", "get_tokenizer", "Corpus",
-           "TokenSplits", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches", "Batch",
+           "TokenSplits", "CORPORA", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches", "Batch",
            "Documents", "load_tinystories", "document_batches", "fixed_document_batches", "IGNORE_INDEX"]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -116,13 +117,34 @@ def _wikitext2() -> Corpus:
                   "train split, selected on validation, scored once on test")
 
 
-_CORPORA = {"wikitext2": _wikitext2}
+WIKITEXT103_HUB = ("Salesforce/wikitext", "wikitext-103-raw-v1")  # hub only: the mirror does not hold it
 
 
-def load_corpus(name: str) -> Corpus:
+def _wikitext103() -> Corpus:
+    try:
+        import datasets
+
+        ds = datasets.load_dataset(*WIKITEXT103_HUB)
+    except Exception as err:  # offline and not cached, hub errors: datasets raises many types
+        raise DataError(f"WikiText-103 ({'/'.join(WIKITEXT103_HUB)}) could not be loaded from the hub "
+                        f"({type(err).__name__}: {err}). It is not in the local mirror: connect to the internet "
+                        "once (datasets caches it), or use corpus: files with your own copy") from err
+    splits = {k: "".join(ds[k]["text"]) for k in ("train", "validation", "test")}
+    return Corpus("wikitext103", splits["train"], splits["validation"], splits["test"],
+                  f"WikiText-103, raw version ({'/'.join(WIKITEXT103_HUB)} from the Hugging Face hub): trained on the "
+                  "official train split, selected on validation, scored once on test")
+
+
+_CORPORA = {"wikitext2": _wikitext2, "wikitext103": _wikitext103, "files": load_own_corpus}
+CORPORA = tuple(_CORPORA)
+
+
+def load_corpus(name: str, **files: object) -> Corpus:
+    """A named corpus; ``files`` (train_file, valid_file, test_file, text_file, split_fractions) only for ``files``,
+    one's own text (``odebook.own_corpus``)."""
     if name not in _CORPORA:
         raise ValueError(f"unknown corpus {name!r}; allowed: {', '.join(_CORPORA)}")
-    return _CORPORA[name]()
+    return _CORPORA[name](**files) if name == "files" else _CORPORA[name]()
 
 
 @dataclass(frozen=True)

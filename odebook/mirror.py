@@ -43,11 +43,11 @@ def check_data(corpus: str, tokenizer: str) -> None:
         return
     if not root.is_dir():
         raise DataError(f"{DATA_ENV}={root} is not a directory. {HOW_TO_PROVIDE}")
-    needed = list(MIRROR_FILES[corpus]) + ([TIKTOKEN_DIR] if tokenizer == "gpt2" else [])
+    needed = list(MIRROR_FILES.get(corpus, ())) + ([TIKTOKEN_DIR] if tokenizer == "gpt2" else [])
     missing = [name for name in needed if not (root / name).exists()]
     if missing:
         raise DataError(f"{DATA_ENV}={root} has no {', '.join(missing)}. {HOW_TO_PROVIDE}")
-    for name in MIRROR_FILES[corpus]:
+    for name in MIRROR_FILES.get(corpus, ()):  # corpora the mirror does not hold come from the hub or files
         problem = _text_file_problem(*_stat(root / name))
         if problem:
             raise DataError(f"{DATA_ENV}={root}: {name} {problem}; replace it with a good copy (see the mirror's "

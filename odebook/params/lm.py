@@ -7,11 +7,17 @@ from typing import ClassVar
 
 from odebook.params.schema import Params, spec
 
-__all__ = ["LMParams"]
+__all__ = ["LMParams", "TextCorpusParams"]
 
 
-def _data_problems(corpus: str, tokenizer: str) -> list[str]:
+def _data_problems(corpus: str, tokenizer: str, files: dict) -> list[str]:
     from odebook.data import DataError, check_data
+    from odebook.own_corpus import file_problems
+
+    if corpus == "files":
+        problems = file_problems(**files)
+        if problems:
+            return problems
 
     try:
         check_data(corpus, tokenizer)
@@ -53,4 +59,26 @@ class LMParams(Params):
             errors.append(f"key 'seq_len' = {self.seq_len}: must be <= max_seq_len = {self.max_seq_len}")
         if self.eval_interval > self.steps:
             errors.append(f"key 'eval_interval' = {self.eval_interval}: must be <= steps = {self.steps}")
-        return errors + _data_problems(self.corpus, self.tokenizer)
+        return errors + _data_problems(self.corpus, self.tokenizer, self.corpus_files())
+
+    def corpus_files(self) -> dict:
+        """The own-text keys (none here; see TextCorpusParams), as ``data.load_corpus(p.corpus, **p.corpus_files())``
+        takes them."""
+        return {}
+
+
+@dataclasses.dataclass
+class TextCorpusParams(LMParams):
+    """Studies that train on running text (01, 02, 05): WikiText-2, WikiText-103 from the hub, or one's own files."""
+
+    corpus: str = spec("wikitext2", choices=("wikitext2", "wikitext103", "files"),
+                       help="wikitext103 comes from the hub; files = your own text, named by the keys below")
+    train_file: str = spec("", help="corpus files: absolute path of the training text")
+    valid_file: str = spec("", help="corpus files: absolute path of the validation text")
+    test_file: str = spec("", help="corpus files: absolute path of the test text")
+    text_file: str = spec("", help="corpus files: instead of the three, one text cut at line breaks by split_fractions")
+    split_fractions: list[float] = spec([0.9, 0.05, 0.05], ge=0.0, le=1.0,
+                                        help="train, validation, test shares of text_file; sum 1")
+
+    def corpus_files(self) -> dict:
+        return {k: getattr(self, k) for k in ("train_file", "valid_file", "test_file", "text_file", "split_fractions")}

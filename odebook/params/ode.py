@@ -7,14 +7,14 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from odebook.nn.ode import FIXED_GRID, SENSITIVITIES, SOLVERS, ode_layers_problem, solver_problem
-from odebook.params.lm import LMParams
+from odebook.params.lm import TextCorpusParams
 from odebook.params.schema import spec
 
 __all__ = ["ODEHybridParams", "GradientFlowParams", "ODESolverParams"]
 
 
 @dataclasses.dataclass
-class ODEHybridParams(LMParams):
+class ODEHybridParams(TextCorpusParams):
     """Fields and checks of the studies that train the ODE hybrid (a GPT whose consecutive layers ``ode_layers``
     are replaced by one ODE flow block); studies add their solver fields and override defaults. No dropout anywhere:
     the vector field must be a deterministic function of (t, H) for the adjoint, adaptive and reversible solves,

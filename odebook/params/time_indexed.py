@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from odebook.nn.hypernet import TIME_MLPS
 from odebook.nn.modulated import NORMS
-from odebook.params.lm import LMParams
+from odebook.params.lm import TextCorpusParams
 from odebook.params.schema import spec
 
 __all__ = ["TIME_INDEXED_MODELS", "TimeIndexedParams"]
@@ -18,7 +18,7 @@ TIME_INDEXED_MODELS = ("standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "t
 
 
 @dataclasses.dataclass
-class TimeIndexedParams(LMParams):
+class TimeIndexedParams(TextCorpusParams):
     """Study 02: full time-dependent weights (Tong et al.) vs shared weights modulated by depth vs a transformer.
 
     Defaults are the source's configuration (the t4 profile)."""

@@ -110,7 +110,7 @@ from IPython.display import display
 from odebook import data, notebook, plots, retrieval, tasks
 from odebook.experiment import run_seeds, score_test, summarize, train_once, tune_lr
 from odebook.models import param_groups, pattern_lm
-from odebook.nn.delta_rule import gated_delta_rule, gated_delta_rule_chunked, gated_delta_rule_reference
+from odebook.nn.delta_rule import fla_kernel, gated_delta_rule_chunked, gated_delta_rule_reference
 from odebook.params import GDNScalingParams
 from odebook.runtime import seed_everything
 from odebook.stats import Interval, Verdict, decide, holm_verdicts, paired_test, power_law_fit
@@ -133,8 +133,8 @@ keys = torch.linalg.qr(torch.randn(K, K, generator=torch.Generator().manual_seed
 values = torch.randn(K, K, generator=torch.Generator().manual_seed(p.seed + 1))
 implementations = {"reference": gated_delta_rule_reference,
                    "chunked": functools.partial(gated_delta_rule_chunked, chunk_size=p.chunk_size)}
-if precision.device.type == "cuda":
-    implementations["fla-core (CUDA)"] = gated_delta_rule
+if precision.device.type == "cuda" and (kernel := fla_kernel()) is not None:
+    implementations["fla-core (CUDA)"] = functools.partial(kernel, output_final_state=True)
 mechanism = {}
 for name, fn in implementations.items():
     k = keys[None, :, None, :].to(precision.device)

@@ -7,14 +7,13 @@ laid out like ``../shared/data`` (``wikitext-2/``, ``tinystories/``, ``tiktoken/
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
-from odebook.mirror import DATA_ENV, HOW_TO_PROVIDE, TIKTOKEN_DIR, DataError, check_data, mirror_dir
+from odebook.mirror import DATA_ENV, HOW_TO_PROVIDE, TIKTOKEN_DIR, DataError, check_data, gpt2_from_mirror, mirror_dir
 from odebook.nn.linear_ce import IGNORE_INDEX  # padding targets: the loss skips them
 from odebook.own_corpus import load_own_corpus
 
@@ -53,12 +52,12 @@ class TiktokenTokenizer:
 
     def __init__(self) -> None:
         root = mirror_dir()
-        if root is not None:
-            os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(root / TIKTOKEN_DIR))
         import tiktoken
 
-        try:
-            self._enc = tiktoken.get_encoding("gpt2")
+        try:  # a mirror's cache is read alone, even where TIKTOKEN_CACHE_DIR names another
+            self._enc = gpt2_from_mirror(root / TIKTOKEN_DIR) if root is not None else tiktoken.get_encoding("gpt2")
+        except DataError:
+            raise
         except Exception as err:  # network or cache failure: tiktoken raises several types
             raise DataError(f"the GPT-2 tokenizer could not be loaded ({type(err).__name__}: {err}). "
                             f"{HOW_TO_PROVIDE}") from err

@@ -79,18 +79,23 @@ def mean(x: torch.Tensor) -> torch.Tensor:
     """The mean of ``x`` over the ranks (a detached copy)."""
     if not active():
         return x
-    x = x.detach().clone()
-    dist.all_reduce(x, op=dist.ReduceOp.SUM)
-    return x / world_size()
+    y = x.detach().to(_comm_device(), copy=True)
+    dist.all_reduce(y, op=dist.ReduceOp.SUM)
+    return (y / world_size()).to(x.device)
 
 
 def on_main(fn: Callable[[], float]) -> float:
     """Run ``fn`` on rank 0 only and hand its number to every rank."""
     if not active():
         return fn()
-    value = torch.tensor([fn() if is_main() else 0.0], dtype=torch.float64)
+    value = torch.tensor([fn() if is_main() else 0.0], dtype=torch.float64, device=_comm_device())
     dist.broadcast(value, src=0)
     return float(value.item())
+
+
+def _comm_device() -> torch.device:
+    """Where a tensor must live to be sent: NCCL moves only CUDA tensors (this rank's GPU), gloo CPU ones."""
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
 
 
 def _joined(fn: Callable[..., Any], *args: Any) -> Any:

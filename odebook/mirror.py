@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from unittest import mock
 
-__all__ = ["DATA_ENV", "DataError", "MIRROR_FILES", "TIKTOKEN_DIR", "HOW_TO_PROVIDE", "mirror_dir", "check_data"]
+__all__ = ["DATA_ENV", "DataError", "MIRROR_FILES", "TIKTOKEN_DIR", "HOW_TO_PROVIDE", "mirror_dir", "check_data", "gpt2_from_mirror"]
 
 DATA_ENV = "ODEBOOK_DATA"
 
@@ -89,25 +89,32 @@ def _text_file_problem(path: str, size: int, mtime: int) -> str | None:
 
 
 @functools.lru_cache(maxsize=8)
-def _tiktoken_cache_problem(cache: str, size: int, mtime: int) -> str | None:
-    """Load the GPT-2 encoding from the mirror's tiktoken cache alone: a missing file or one whose sha256 is not
-    the one tiktoken expects is reported, never downloaded or deleted (tiktoken itself would do both)."""
+def gpt2_from_mirror(cache: Path):
+    """tiktoken's GPT-2 encoding read from the mirror's cache folder alone, whatever TIKTOKEN_CACHE_DIR says: a
+    missing file or one whose sha256 is not the one tiktoken expects raises DataError; nothing is downloaded or
+    deleted (tiktoken itself would do both)."""
+    import tiktoken
     import tiktoken.load
     import tiktoken_ext.openai_public
 
     def from_mirror_only(blobpath: str, expected_hash: str | None = None) -> bytes:
         name = hashlib.sha1(blobpath.encode()).hexdigest()
         try:
-            data = (Path(cache) / name).read_bytes()
+            data = (cache / name).read_bytes()
         except OSError:
             raise DataError(f"has no {name} (tiktoken's cache of {blobpath})") from None
         if expected_hash and hashlib.sha256(data).hexdigest() != expected_hash:
             raise DataError(f"{name} (tiktoken's cache of {blobpath}) is damaged: its sha256 is not tiktoken's")
         return data
 
+    with mock.patch.object(tiktoken.load, "read_file_cached", from_mirror_only):
+        return tiktoken.Encoding(**tiktoken_ext.openai_public.gpt2())
+
+
+def _tiktoken_cache_problem(cache: str, size: int, mtime: int) -> str | None:
+    """What is wrong with the mirror's tiktoken cache, or None when the GPT-2 encoding loads from it."""
     try:
-        with mock.patch.object(tiktoken.load, "read_file_cached", from_mirror_only):
-            tiktoken_ext.openai_public.gpt2()
+        gpt2_from_mirror(Path(cache))
     except DataError as err:
         return str(err)
     except Exception as err:  # a cache that passes the hash check but does not parse

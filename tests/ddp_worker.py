@@ -4,7 +4,7 @@ import torch
 
 from odebook import models
 from odebook.data import fixed_batches, random_batches
-from odebook.runtime import precision_for, seed_everything
+from odebook.runtime import Precision, precision_for, seed_everything
 from odebook.train import TrainConfig, train
 
 TOKENS = torch.randint(0, 50, (5000,), generator=torch.Generator().manual_seed(0))
@@ -24,11 +24,14 @@ def stream(seed: int, stop_after: int | None):
 
 
 def run(steps: int, checkpoint: str | None = None, interval: int = 0, stop_after: int | None = None,
-        seed: int = 0, dropout: float = 0.0):
-    """Train the tiny baseline; returns (losses, total gradient norms, final weights) on every rank."""
+        seed: int = 0, dropout: float = 0.0, device: str = "cpu"):
+    """Train the tiny baseline in fp32 on ``device`` ("cuda": this rank's GPU); returns (losses, total gradient
+    norms, evaluation losses, final weights on the CPU) on every rank."""
     seed_everything(seed)
-    model = models.gpt(**{**SHAPE, "dropout": dropout})
+    where = torch.device("cuda", torch.cuda.current_device()) if device == "cuda" else torch.device("cpu")
+    model = models.gpt(**{**SHAPE, "dropout": dropout}).to(where)
+    precision = precision_for(where) if where.type == "cpu" else Precision(where, None)  # fp32 on a GPU too
     hist = train(model, stream(seed, stop_after), fixed_batches(TOKENS, 2, 4, 16),
                  TrainConfig(steps=steps, lr=1e-2, eval_interval=2, checkpoint_interval=interval),
-                 precision_for(torch.device("cpu")), progress=False, checkpoint=checkpoint, fingerprint="test")
-    return hist.loss, hist.grad_norm["total"], hist.eval_loss, {k: v.clone() for k, v in model.state_dict().items()}
+                 precision, progress=False, checkpoint=checkpoint, fingerprint="test")
+    return hist.loss, hist.grad_norm["total"], hist.eval_loss, {k: v.cpu().clone() for k, v in model.state_dict().items()}

@@ -88,3 +88,12 @@ def test_document_batches_pad_with_the_ignore_index():
     assert y[1].tolist() == list(range(11, 19))  # a long document is cut to seq_len + 1 tokens
     a, b = next(data.document_batches(docs, 4, 8, seed=0)), next(data.document_batches(docs, 4, 8, seed=0))
     assert torch.equal(a[0], b[0])
+
+
+def test_the_gpt2_tokenizer_reads_the_mirror_even_when_tiktoken_is_pointed_elsewhere(monkeypatch, tmp_path):
+    """A machine whose TIKTOKEN_CACHE_DIR names another (here empty) folder, offline: the mirror's cache is used."""
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("tiktoken.registry.ENCODINGS", {})  # no encoding loaded by an earlier test
+    monkeypatch.setattr("tiktoken.load.read_file", lambda blobpath: pytest.fail(f"tiktoken went online for {blobpath}"))
+    tok = data.TiktokenTokenizer()
+    assert tok.vocab_size == 50257 and tok.decode(tok.encode(" Hello world")) == " Hello world"

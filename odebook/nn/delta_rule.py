@@ -15,10 +15,14 @@ S_C = e^{G_C} S₀ + (e^{G_C − G}⊙K)ᵀ U. Every exponent is ≤ 0, so nothi
 
 from __future__ import annotations
 
+import functools
+import warnings
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
-__all__ = ["gated_delta_rule_reference", "gated_delta_rule_chunked", "gated_delta_rule"]
+__all__ = ["gated_delta_rule_reference", "gated_delta_rule_chunked", "gated_delta_rule", "fla_kernel"]
 
 
 def gated_delta_rule_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
@@ -76,16 +80,43 @@ def gated_delta_rule_chunked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     return o, S
 
 
+@functools.cache
+def fla_kernel() -> Callable | None:
+    """fla-core's ``chunk_gated_delta_rule`` where it runs correctly here, else None: fla-core or triton missing, or
+    a Hopper GPU under a Triton whose gated backward fla-core itself refuses (3.4 <= Triton < 3.7.1, fla-core's
+    issue #640; seen on an H100 with torch 2.11's Triton 3.6) — the chunked form runs there instead, with a warning."""
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    except ImportError:
+        return None
+    try:
+        from fla.utils import IS_NVIDIA_HOPPER, TRITON_ABOVE_3_4_0, TRITON_ABOVE_3_7_1
+    except ImportError:  # a fla-core version without these flags
+        return chunk_gated_delta_rule
+    if IS_NVIDIA_HOPPER and TRITON_ABOVE_3_4_0 and not TRITON_ABOVE_3_7_1:
+        warnings.warn("fla-core refuses its gated backward on Hopper GPUs with 3.4 <= Triton < 3.7.1 (fla-core issue "
+                      "#640): the Gated DeltaNet runs odebook's chunked PyTorch form; upgrade Triton for fla-core's "
+                      "kernels", stacklevel=2)
+        return None
+    return chunk_gated_delta_rule
+
+
 def gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
                      scale: float | None = None, initial_state: torch.Tensor | None = None,
                      chunk_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """fla-core's kernel on CUDA when it is installed, else the chunked pure-PyTorch form."""
-    if q.is_cuda:
-        try:
-            from fla.ops.gated_delta_rule import chunk_gated_delta_rule
-        except ImportError:  # no fla-core or no triton: the PyTorch form works on CUDA too
-            pass
-        else:
-            return chunk_gated_delta_rule(q, k, v, g, beta, scale=scale, initial_state=initial_state,
-                                          output_final_state=True)
-    return gated_delta_rule_chunked(q, k, v, g, beta, scale, initial_state, chunk_size)
+    """fla-core's kernel on CUDA where it runs (``fla_kernel``), else the chunked pure-PyTorch form in fp32.
+
+    Under autocast the inputs arrive in mixed dtypes (the callers' L2 norm promotes q and k to fp32, v and β are
+    half precision): fla-core gets q, k, v and β in autocast's dtype and the log decay in fp32, as its own layer
+    passes them; the chunked form runs in fp32 (fp64 stays fp64) with autocast off, so its matmuls and its
+    triangular solve see one dtype. The output comes back in autocast's dtype (else q's)."""
+    device = q.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else q.dtype
+    kernel = fla_kernel() if q.is_cuda else None
+    if kernel is not None:
+        q, k, v, beta = (t.to(dtype) for t in (q, k, v, beta))
+        return kernel(q, k, v, g.float(), beta, scale=scale, initial_state=initial_state, output_final_state=True)
+    wide = lambda t: None if t is None else t.to(torch.promote_types(t.dtype, torch.float32))  # noqa: E731
+    with torch.autocast(device, enabled=False):
+        o, state = gated_delta_rule_chunked(*map(wide, (q, k, v, g, beta)), scale, wide(initial_state), chunk_size)
+    return o.to(dtype), state

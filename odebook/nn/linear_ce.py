@@ -40,6 +40,11 @@ class _LinearCrossEntropy(torch.autograd.Function):
         grad_h = torch.empty_like(h)
         grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device)
         grad_wv = grad_w[:, :vocab_size]
+        # Under fp16 autocast the matmul for grad_h rounds softmax − one-hot to fp16, whose subnormals (< 6e-5) would
+        # swallow most of a 50k-way softmax; lifted by 2^10 first and scaled back after (exact in binary floating point).
+        half = h.dtype == torch.float16 or (torch.is_autocast_enabled(h.device.type)
+                                            and torch.get_autocast_dtype(h.device.type) == torch.float16)
+        lift = 1024.0 if half else 1.0
         for start in range(0, h.shape[0], chunk_rows):
             rows = slice(start, start + chunk_rows)
             hc, tc, vc = h[rows], targets[rows], valid[rows]
@@ -51,7 +56,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             g = logp.exp_()
             g[torch.arange(len(tc), device=g.device), safe] -= 1.0
             g = g.to(hc.dtype)  # under autocast the matmuls below run in its dtype, like the plain backward
-            grad_h[rows] = ((g @ w.t()) * scale).to(h.dtype)
+            grad_h[rows] = (((g * lift if half else g) @ w.t()) * (scale / lift)).to(h.dtype)
             grad_wv.addmm_((hc * scale).t().to(g.dtype), g)  # accumulates inside the matmul: no [d, V] temporary
         ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
         return loss / n_valid

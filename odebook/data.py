@@ -13,7 +13,8 @@ from typing import Protocol
 
 import torch
 
-from odebook.mirror import DATA_ENV, HOW_TO_PROVIDE, TIKTOKEN_DIR, DataError, check_data, gpt2_from_mirror, mirror_dir
+from odebook.mirror import (DATA_ENV, HOW_TO_PROVIDE, TIKTOKEN_DIR, DataError, check_data, gpt2_from_mirror,
+                            mirror_dir)
 from odebook.nn.linear_ce import IGNORE_INDEX  # padding targets: the loss skips them
 from odebook.own_corpus import load_own_corpus
 

@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 from unittest import mock
 
-__all__ = ["DATA_ENV", "DataError", "MIRROR_FILES", "TIKTOKEN_DIR", "HOW_TO_PROVIDE", "mirror_dir", "check_data", "gpt2_from_mirror"]
+__all__ = ["DATA_ENV", "DataError", "MIRROR_FILES", "TIKTOKEN_DIR", "HOW_TO_PROVIDE", "mirror_dir", "check_data",
+           "gpt2_from_mirror"]
 
 DATA_ENV = "ODEBOOK_DATA"
 
@@ -88,7 +89,6 @@ def _text_file_problem(path: str, size: int, mtime: int) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=8)
 def gpt2_from_mirror(cache: Path):
     """tiktoken's GPT-2 encoding read from the mirror's cache folder alone, whatever TIKTOKEN_CACHE_DIR says: a
     missing file or one whose sha256 is not the one tiktoken expects raises DataError; nothing is downloaded or
@@ -111,6 +111,7 @@ def gpt2_from_mirror(cache: Path):
         return tiktoken.Encoding(**tiktoken_ext.openai_public.gpt2())
 
 
+@functools.lru_cache(maxsize=8)
 def _tiktoken_cache_problem(cache: str, size: int, mtime: int) -> str | None:
     """What is wrong with the mirror's tiktoken cache, or None when the GPT-2 encoding loads from it."""
     try:

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from odebook import index
 
-__all__ = ["REPORTS", "LEFT_OUT", "odebook_hash", "hashes", "publish", "stale", "check", "verdict_table", "update_readme",
-           "README_START", "README_END"]
+__all__ = ["REPORTS", "LEFT_OUT", "odebook_hash", "hashes", "publish", "stale", "check", "verdict_table",
+           "update_readme", "README_START", "README_END"]
 
 REPORTS = "reports"
 LEFT_OUT = ("checkpoints", "tensorboard")  # never published: large, and not results

@@ -30,6 +30,7 @@ from odebook.data import TokenSplits, fixed_batches, random_batches
 from odebook.flops import forward_flops
 from odebook.models import count_params, ode_blocks, param_groups
 from odebook.runtime import Precision, seed_everything
+from odebook.spread import BUILD, spread
 from odebook.stats import mean_ci, paired_test
 from odebook.train import DivergenceError, History, TrainConfig, evaluate, train
 
@@ -82,9 +83,10 @@ def run_one(name: str, build: Callable[[], nn.Module], seed: int, splits: TokenS
     """Seed, build, train on the seed's batch stream, and score ``test`` once (NaN when ``test`` is None: a
     tuning run that must not see the test split). With ``checkpoints``, resume or reuse it (module docstring)."""
     cuda = precision.device.type == "cuda"
-    seed_everything(seed)
-    model = build().to(precision.device)
-    flops = forward_flops(model, valid[0][0].to(precision.device))
+    with BUILD:  # the CPU's generators are shared by runs spread over several GPUs (odebook.spread)
+        seed_everything(seed, precision.device)
+        model = build().to(precision.device)
+        flops = forward_flops(model, valid[0][0].to(precision.device))
     if cuda:
         torch.cuda.reset_peak_memory_stats(precision.device)
 
@@ -134,47 +136,63 @@ def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSpli
               config: TrainConfig | Mapping[str, TrainConfig], precision: Precision, *, seeds: Sequence[int],
               batch_size: int, seq_len: int, eval_batches: int, groups: Groups = _default_groups,
               progress: bool = True, log_dir: Path | None = None, done: Sequence[Run] = (),
-              checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None) -> list[Run]:
+              checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None,
+              devices: Sequence[torch.device] | None = None) -> list[Run]:
     """For each seed and each model: seed, build, train, evaluate once on test. Returns the runs in that order.
     ``config`` may be one per model (e.g. each model's chosen lr); runs already in ``done`` (same model and seed)
     are reused. ``groups(name, model)`` names the parameter groups whose gradient norms are recorded. With
-    ``log_dir``, each run writes TensorBoard logs to <log_dir>/<model>_seed<seed>."""
+    ``log_dir``, each run writes TensorBoard logs to <log_dir>/<model>_seed<seed>. On a machine with several GPUs
+    the runs are spread over them, one run per GPU (``devices``, default: all; odebook.spread), and each finished
+    model comes back to ``precision.device``."""
     valid = fixed_batches(splits.valid, eval_batches, batch_size, seq_len)
     test = fixed_batches(splits.test, eval_batches, batch_size, seq_len)
     reuse = {(r.model, r.seed): r for r in done}
-    runs = []
-    for seed in seeds:
-        for name, build in builders.items():
-            cfg = config[name] if isinstance(config, Mapping) else config
-            runs.append(reuse.get((name, seed)) or run_one(name, build, seed, splits, cfg, precision,
-                                                          batch_size=batch_size, seq_len=seq_len, valid=valid,
-                                                          test=test, groups=groups, progress=progress,
-                                                          log_dir=log_dir, checkpoints=checkpoints, fresh=fresh,
-                                                          key=key))
-    return runs
+    todo = [(name, seed) for seed in seeds for name in builders if (name, seed) not in reuse]
+
+    def job(name: str, seed: int) -> Callable[[Precision], Run]:
+        cfg = config[name] if isinstance(config, Mapping) else config
+        return lambda prec: _home(run_one(name, builders[name], seed, splits, cfg, prec, batch_size=batch_size,
+                                          seq_len=seq_len, valid=valid, test=test, groups=groups, progress=progress,
+                                          log_dir=log_dir, checkpoints=checkpoints, fresh=fresh, key=key), precision)
+
+    ran = dict(zip(todo, spread([job(*t) for t in todo], precision, devices)))
+    return [reuse.get((name, seed)) or ran[name, seed] for seed in seeds for name in builders]
+
+
+def _home(run: Run, precision: Precision) -> Run:
+    """``run`` with its model on ``precision.device`` (a run spread to another GPU comes back)."""
+    run.module.to(precision.device)
+    return run
 
 
 def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits, config: TrainConfig,
             precision: Precision, *, lrs: Sequence[float], seed: int, batch_size: int, seq_len: int,
             eval_batches: int, progress: bool = True, checkpoints: Path | None = None, fresh: bool = False,
-            key: Mapping | None = None) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
+            key: Mapping | None = None,
+            devices: Sequence[torch.device] | None = None) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
     """The same small grid for every model: train each model at each lr in ``lrs`` on the first seed and choose the
     lr with the lowest final validation loss (a rate at which the loss diverges counts as infinite). The test split
     is not scored here. Returns the chosen lr per model,
     the grid's table (model × lr → final validation loss) and the grid's runs (for reuse: the chosen run is the
-    first seed's run; its test split is scored once by run_seeds' caller)."""
+    first seed's run; its test split is scored once by run_seeds' caller). Spread over several GPUs as
+    ``run_seeds``."""
     valid = fixed_batches(splits.valid, eval_batches, batch_size, seq_len)
-    runs, rows = [], []
-    for name, build in builders.items():
-        for lr in lrs:
+    grid = [(name, lr) for name in builders for lr in lrs]
+
+    def job(name: str, lr: float) -> Callable[[Precision], Run | None]:
+        def attempt(prec: Precision) -> Run | None:
             try:
-                run = run_one(name, build, seed, splits, dataclasses.replace(config, lr=lr), precision,
-                              batch_size=batch_size, seq_len=seq_len, valid=valid, test=None, progress=progress,
-                              checkpoints=checkpoints, fresh=fresh, key=key)
-                runs.append(run)
-                rows.append({"model": name, "lr": lr, "val_loss": run.history.final_eval_loss})
+                return _home(run_one(name, builders[name], seed, splits, dataclasses.replace(config, lr=lr), prec,
+                                     batch_size=batch_size, seq_len=seq_len, valid=valid, test=None,
+                                     progress=progress, checkpoints=checkpoints, fresh=fresh, key=key), precision)
             except DivergenceError:  # a rate too high for this model: it cannot be chosen
-                rows.append({"model": name, "lr": lr, "val_loss": math.inf})
+                return None
+        return attempt
+
+    results = spread([job(*g) for g in grid], precision, devices)
+    runs = [run for run in results if run is not None]
+    rows = [{"model": name, "lr": lr, "val_loss": run.history.final_eval_loss if run else math.inf}
+            for (name, lr), run in zip(grid, results)]
     table = pd.DataFrame(rows).pivot(index="model", columns="lr", values="val_loss").loc[list(builders)]
     chosen = {name: float(table.loc[name].idxmin()) for name in builders}
     return chosen, table, [r for r in runs if r.lr == chosen[r.model]]

@@ -65,10 +65,18 @@ def precision_for(device: torch.device) -> Precision:
     return Precision(device, None)
 
 
-def seed_everything(seed: int) -> None:
+def seed_everything(seed: int, device: torch.device | None = None) -> None:
+    """Seed Python, numpy and torch's CPU generator, and every GPU's — or, with ``device``, that GPU's alone (runs
+    spread over several GPUs must not reseed each other's generators; odebook.spread)."""
     random.seed(seed)
     np.random.seed(seed)
-    torch.manual_seed(seed)
+    if device is None:
+        torch.manual_seed(seed)
+        return
+    torch.default_generator.manual_seed(seed)
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            torch.cuda.manual_seed(seed)
 
 
 def synchronize(device: torch.device) -> None:

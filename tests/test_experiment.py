@@ -76,3 +76,23 @@ def test_train_once_reuses_a_finished_run_of_any_batch_stream_and_retrains_a_cha
     for a, b in zip(first.state_dict().values(), again.state_dict().values()):
         assert torch.equal(a, b)
     assert once({"k": 2})[2] == "trained" and once({"k": 2}, fresh=True)[2] == "trained"
+
+
+def test_runs_spread_over_two_devices_equal_the_runs_one_after_another():
+    """odebook.spread's path (two worker threads, here on two CPU 'devices'; on a machine with several GPUs, one per
+    GPU): the same runs in the same order, each equal to its sequential twin (fp32, within 1e-6: two threads share
+    the CPU's intra-op pool), and a diverging rate of the grid still counts as infinite."""
+    builders = {"a": tiny, "b": lambda: models.gpt(vocab_size=20, d_model=8, n_layer=2, n_head=2, max_seq_len=8)}
+    config = TrainConfig(steps=3, lr=1e-2, eval_interval=3)
+    two = [torch.device("cpu")] * 2
+    one_by_one, spread = (run_seeds(builders, SPLITS, config, CPU, seeds=[0, 1], progress=False, devices=d, **SHAPE)
+                          for d in ((), two))
+    assert [(r.model, r.seed) for r in spread] == [(r.model, r.seed) for r in one_by_one] == \
+        [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
+    for s, o in zip(spread, one_by_one):
+        assert s.history.loss == pytest.approx(o.history.loss, rel=1e-6) and s.test_loss == pytest.approx(o.test_loss)
+        for (name, w), w_o in zip(s.module.state_dict().items(), o.module.state_dict().values()):
+            torch.testing.assert_close(w, w_o, rtol=1e-6, atol=1e-7, msg=name)
+    grid = [tune_lr({"a": tiny}, SPLITS, config, CPU, lrs=[1e-3, 1e30], seed=0, progress=False, devices=d, **SHAPE)
+            for d in ((), two)]
+    assert grid[0][0] == grid[1][0] == {"a": 1e-3} and math.isinf(grid[1][1].loc["a", 1e30])

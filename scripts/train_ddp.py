@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> dict:
     if args.model not in models:
         parser.error(f"--model {args.model!r}: not a model of {args.study} here; known: {', '.join(models)}")
     seed = p.seed if args.seed is None else args.seed
-    config = dataclasses.replace(TrainConfig.from_params(p, steps=args.steps), **({"lr": args.lr} if args.lr is not None else {}))
+    config = TrainConfig.from_params(p, steps=args.steps)
+    config = config if args.lr is None else dataclasses.replace(config, lr=args.lr)
     out = args.out or ROOT / "outputs" / "ddp" / args.study / f"{args.model}_seed{seed}"
     out.mkdir(parents=True, exist_ok=True)
 

@@ -36,3 +36,20 @@ def test_sliced_head_loss_scales_with_the_incoming_gradient_and_evaluates_withou
     with torch.no_grad():
         torch.testing.assert_close(linear_cross_entropy(h, w, y, vocab_size=vocab, chunk_rows=50),
                                    linear_cross_entropy_reference(h, w, y, vocab_size=vocab))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_sliced_head_loss_is_exact_where_the_target_probability_underflows(dtype):
+    """Targets far below the best logit (probability < the dtype's smallest normal, loss in the hundreds) still give
+    the reference loss and gradients: the loss is not read off an underflowed softmax."""
+    h, w, y, vocab = _case(dtype, n=120)
+    with torch.no_grad():
+        h.mul_(400.0)  # logits spread over thousands: most targets have probability exactly 0 in this dtype
+    assert linear_cross_entropy_reference(h, w, y, vocab_size=vocab) > 200
+    ref = linear_cross_entropy_reference(h, w, y, vocab_size=vocab)
+    ref_gh, ref_gw = torch.autograd.grad(ref, (h, w))
+    out = linear_cross_entropy(h, w, y, vocab_size=vocab, chunk_rows=32)
+    gh, gw = torch.autograd.grad(out, (h, w))
+    torch.testing.assert_close(out, ref, rtol=1e-6, atol=0)
+    torch.testing.assert_close(gh, ref_gh, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gw, ref_gw, rtol=1e-5, atol=1e-5)

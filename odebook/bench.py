@@ -1,6 +1,7 @@
 """CPU benchmarks at the sources' (t4) shapes, measured side by side in one run (``make bench``).
 
-Study 01: prints the FLOP/s of a large fp32 matmul, then for the baseline and the ODE hybrid the ms per training step
+Study 01: prints the FLOP/s of a large fp32 matmul through torch (and, for scale, through oneDNN, which torch's fp32
+training matmuls do not use: on AMD CPUs MKL takes a slower path), then for the baseline and the ODE hybrid the ms per training step
 (forward, backward, clipping, AdamW) with and without denormal flushing and with and without the allocator
 settings of ``odebook.runtime.ALLOCATOR_ENV``, and model-FLOPs utilisation: the model's FLOPs per step
 (torch.utils.flop_counter) per second, divided by that matmul rate. Each row runs in its own worker process, because
@@ -43,7 +44,7 @@ from odebook.params import TIME_INDEXED_MODELS, GradientFlowParams, ODESolverPar
 from odebook.runtime import ALLOCATOR_ENV, Precision, seed_everything
 from odebook.train import TrainConfig, train
 
-__all__ = ["matmul_flops", "step_flops", "step_times", "main"]
+__all__ = ["matmul_flops", "onednn_matmul_flops", "step_flops", "step_times", "main"]
 
 # The shapes are the studies' own t4 defaults (their parameter schemas), not copies.
 GPT2_VOCAB = 50257
@@ -67,15 +68,33 @@ LOSSES = {  # the trainer's sliced head + cross-entropy, and the plain path that
 
 
 def matmul_flops(n: int = 2048, repeats: int = 10) -> float:
-    """FLOP/s of an n×n fp32 matmul (median of ``repeats``)."""
+    """FLOP/s of an n×n fp32 matmul through torch's own path, the one the models' matmuls take (median of
+    ``repeats``)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
+    return 2 * n**3 / _median_time(lambda: a @ b, repeats)
+
+
+@torch.no_grad()
+def onednn_matmul_flops(n: int = 2048, repeats: int = 10) -> float | None:
+    """FLOP/s of the same product as oneDNN's fp32 inner product (inference only; torch's fp32 training matmuls do
+    not use it), or None without oneDNN: how far torch's own fp32 GEMM is from what this CPU can do."""
+    if not torch.backends.mkldnn.is_available():
+        return None
+    from torch.utils import mkldnn
+
+    layer = mkldnn.to_mkldnn(torch.nn.Linear(n, n, bias=False))
+    x = torch.randn(n, n).to_mkldnn()
+    return 2 * n**3 / _median_time(lambda: layer(x), repeats)
+
+
+def _median_time(fn, repeats: int) -> float:
+    fn()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        a @ b
+        fn()
         times.append(time.perf_counter() - t0)
-    return 2 * n**3 / statistics.median(times)
+    return statistics.median(times)
 
 
 def step_flops(model: torch.nn.Module, loss_fn=lm_loss) -> tuple[float, float]:
@@ -189,8 +208,13 @@ def _in_worker(worker: list[str], tuned_allocator: bool, options: tuple[str, ...
 def bench_01(steps: int, warmup: int) -> None:
     print(f"\nstudy 01 at its t4 shape: 6 layers, d 256, batch {BATCH}×{SEQ}, GPT-2 vocabulary (head padded to "
           f"{models.HEAD_MULTIPLE}); fp32, AdamW")
-    peak = _in_worker(["matmul"], tuned_allocator=True)["flops_per_s"]
-    print(f"fp32 matmul 2048²: {peak / 1e9:.1f} GFLOP/s")
+    rates = _in_worker(["matmul"], tuned_allocator=True)
+    peak, onednn = rates["flops_per_s"], rates["onednn_flops_per_s"]
+    print(f"fp32 matmul 2048² through torch ({'MKL' if torch.backends.mkl.is_available() else 'its BLAS'}), the "
+          f"rate MFU is measured against: {peak / 1e9:.1f} GFLOP/s")
+    if onednn is not None:
+        print(f"the same product as oneDNN's fp32 inner product, which torch's fp32 training matmuls do not use: "
+              f"{onednn / 1e9:.1f} GFLOP/s ({onednn / peak:.2f}× torch's)")
     print(f"{'configuration':50s} {'GFLOP/step':>10s} {'peak MiB':>9s} {'ms/step':>8s} {'min–max ms':>12s} "
           f"{'MFU':>6s}", flush=True)
     median, mem = {}, {}
@@ -278,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.worker is not None:  # one measurement, printed as JSON for the parent
         if args.worker == ["matmul"]:
-            print(json.dumps({"flops_per_s": matmul_flops()}))
+            print(json.dumps({"flops_per_s": matmul_flops(), "onednn_flops_per_s": onednn_matmul_flops()}))
         elif args.worker == ["02"]:
             print(json.dumps(_worker_02(args.steps, args.warmup)))
         elif args.worker == ["05"]:

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import tempfile
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["CheckpointError", "save", "load", "rng_state", "set_rng_state", "fingerprint", "source_hash"]
+__all__ = ["CheckpointError", "save", "load", "rng_state", "set_rng_state", "fingerprint", "source_hash",
+           "sources_sha256"]
 
 
 class CheckpointError(RuntimeError):
@@ -71,12 +73,20 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 @lru_cache(maxsize=1)
 def source_hash() -> str:
-    """sha256 of odebook's own source files: a code change invalidates every stored run."""
+    """sha256 of odebook's own source files, once a process: a code change invalidates every stored run."""
+    return sources_sha256()
+
+
+def sources_sha256(root: str | Path | None = None, *, leave_out: Iterable[str | Path] = ()) -> str:
+    """sha256 of the source files of the package at ``root`` (default: odebook) but ``leave_out``, read now
+    (odebook.reports hashes all but itself)."""
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parent
+    root = Path(root or Path(__file__).parent).resolve()
+    skip = {Path(f).resolve() for f in leave_out}
     for f in sorted(root.rglob("*.py")):
-        h.update(str(f.relative_to(root)).encode())
-        h.update(f.read_bytes())
+        if f.resolve() not in skip:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
     return h.hexdigest()
 
 

@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 
 from odebook import index
+from odebook.checkpoint import sources_sha256
 
 __all__ = ["REPORTS", "LEFT_OUT", "odebook_hash", "hashes", "publish", "stale", "check", "verdict_table",
            "update_readme", "README_START", "README_END"]
@@ -39,13 +40,7 @@ def _sha(path: Path) -> str:
 def odebook_hash() -> str:
     """sha256 of odebook's sources that a notebook runs: all but this module, which only publishes and checks
     reports after the fact (so mending it does not make every committed report stale)."""
-    h = hashlib.sha256()
-    package = Path(__file__).resolve().parent
-    for f in sorted(package.rglob("*.py")):
-        if f.resolve() != Path(__file__).resolve():
-            h.update(str(f.relative_to(package)).encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()[:16]
+    return sources_sha256(Path(__file__).parent, leave_out=[__file__])[:16]
 
 
 def hashes(root: Path, name: str, profile: str) -> dict[str, str]:

@@ -101,7 +101,7 @@ def _wikitext2() -> Corpus:
         train, valid, test = ((root / f"wikitext-2/wiki.{k}.tokens").read_text(encoding="utf-8")
                               for k in ("train", "valid", "test"))
         return Corpus("wikitext2", train, valid, test,
-                      f"WikiText-2, tokenized version (local mirror {root}; the same text as the hub's "
+                      f"WikiText-2, tokenized version (a local mirror, $ODEBOOK_DATA; the same text as the hub's "
                       f"{WIKITEXT2_HUB}): trained on the official train split, selected on validation, scored once "
                       "on test")
     try:
@@ -217,7 +217,7 @@ def load_tinystories(max_train: int = 50_000) -> Documents:
         train = [t for t in stories[:-1] if t][:max_train]  # the file's last story is cut off: left out
         valid_text = (root / "tinystories/valid-blankline-separated.txt").read_text(encoding="utf-8")
         valid = [b.strip() for b in valid_text.split("\n\n") if b.strip()]
-        return Documents(train, valid, f"TinyStories (local mirror {root}): {len(train):,} whole training stories; "
+        return Documents(train, valid, f"TinyStories (a local mirror, $ODEBOOK_DATA): {len(train):,} whole training stories; "
                          f"held-out: the validation stories as {len(valid):,} blank-line-separated blocks (in this "
                          "file story boundaries and paragraph breaks look alike, so some blocks are paragraphs)")
     try:

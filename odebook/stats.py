@@ -199,9 +199,18 @@ class PairedTest:
     dz: float
     log: bool  # values compared as log(a / b)
 
+    @property
+    def varies(self) -> bool:
+        """False when there was nothing to test: one seed, or a difference equal in every seed (see paired_test)."""
+        return not math.isnan(self.t)
+
     def evidence(self, label: str = "") -> str:
         what = "mean log(a/b)" if self.log else "mean a − b"
         head = f"{label}: " if label else ""
+        if not self.varies and self.interval.n >= 2:
+            return (f"{head}{what} = {self.interval.mean:.4g} vs {self.threshold:+.4g}, equal in all "
+                    f"{self.interval.n} seeds: no t-test (a difference that does not vary across seeds is left "
+                    "inconclusive, see stats.decide)")
         return (f"{head}{what} = {self.interval} vs {self.threshold:+.4g}, paired t = {self.t:.3g}, p = {self.p:.3g}, "
                 f"d_z = {self.dz:+.2f}")
 
@@ -259,7 +268,7 @@ def holm_verdicts(tests: dict[str, list[PairedTest]], alpha: float, scale: str |
         outcomes = [paired_outcome(t, q, alpha) for t, q in rows]
         outcome = ("not held" if "not held" in outcomes else "inconclusive" if "inconclusive" in outcomes
                    else "held")
-        evidence = "; ".join(f"{t.evidence()}, Holm p = {q:.3g}" for t, q in rows)
+        evidence = "; ".join(t.evidence() + (f", Holm p = {q:.3g}" if t.varies else "") for t, q in rows)
         note = (notes or {}).get(claim)
         verdicts.append(Verdict(claim, outcome, f"{evidence}{f' — {note}' if note else ''}",
                                 scale if isinstance(scale, str) else scale[claim]))

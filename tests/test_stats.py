@@ -145,3 +145,16 @@ def test_a_paired_test_whose_differences_vary_only_by_rounding_is_inconclusive()
     shortcut = np.array([0.38, np.nextafter(0.38, 1.0), np.nextafter(0.38, 0.0)])  # 0.38 up to rounding
     t = paired_test(np.zeros(3), shortcut, claim="above")
     assert math.isnan(t.p) and paired_outcome(t, math.nan, 0.05) == "inconclusive"
+
+
+def test_the_evidence_of_a_test_without_variation_says_why_there_is_no_p_value():
+    """A difference equal in every seed (a state answering every prompt, against a fixed shortcut) gets no t-test;
+    its evidence says so in words instead of 't = nan, p = nan', and names the book's rule."""
+    from odebook.stats import holm_verdicts, paired_test
+
+    t = paired_test([1.0, 1.0, 1.0], [0.38, 0.38, 0.38], claim="above")
+    (verdict,) = holm_verdicts({"binds": [t]}, alpha=0.05)
+    assert verdict.outcome == "inconclusive"
+    assert "nan" not in verdict.evidence and "equal in all 3 seeds" in verdict.evidence
+    varied = holm_verdicts({"binds": [paired_test([1.0, 0.9, 0.95], [0.38, 0.4, 0.36], claim="above")]}, alpha=0.05)
+    assert "paired t = " in varied[0].evidence and "Holm p = " in varied[0].evidence

@@ -1,10 +1,11 @@
 """CPU benchmarks at the sources' (t4) shapes, measured side by side in one run (``make bench``).
 
-Study 01: prints the FLOP/s of a large fp32 matmul through torch (and, for scale, through oneDNN, which torch's fp32
-training matmuls do not use: on AMD CPUs MKL takes a slower path), then for the baseline and the ODE hybrid the ms per training step
-(forward, backward, clipping, AdamW) with and without denormal flushing and with and without the allocator
-settings of ``odebook.runtime.ALLOCATOR_ENV``, and model-FLOPs utilisation: the model's FLOPs per step
-(torch.utils.flop_counter) per second, divided by that matmul rate. Each row runs in its own worker process, because
+Study 01: prints the FLOP/s of a large fp32 matmul through torch (MKL) and through oneDNN's inner product (the GEMM
+odebook.nn.gemm gives the models on the CPU), then for the baseline and the ODE hybrid the ms per training step
+(forward, backward, clipping, AdamW): with the sliced and the plain head, with oneDNN and with torch's GEMM, with and
+without denormal flushing and with and without the allocator settings of ``odebook.runtime.ALLOCATOR_ENV``; and
+model-FLOPs utilisation: the model's FLOPs per step (torch.utils.flop_counter) per second, divided by the faster of
+the two matmul rates. Each row runs in its own worker process, because
 glibc reads its allocator settings at process start; timings are medians over steps after warm-up.
 
 Gated delta rule: forward + backward time of the chunked pure-PyTorch form against the reference loop for
@@ -39,7 +40,7 @@ from odebook.flops import count_flops
 from odebook.flops import forward_flops
 from odebook.measure import peak_memory
 from odebook.models import count_params, lm_loss, time_indexed
-from odebook.nn.linear_ce import linear_cross_entropy_reference
+from odebook.nn import gemm
 from odebook.params import TIME_INDEXED_MODELS, GradientFlowParams, ODESolverParams, TimeIndexedParams
 from odebook.runtime import ALLOCATOR_ENV, Precision, seed_everything
 from odebook.train import TrainConfig, train
@@ -52,19 +53,25 @@ T4_01 = GradientFlowParams()
 T4_SHAPE = T4_01.model_config(GPT2_VOCAB)
 BATCH, SEQ = T4_01.batch_size, T4_01.seq_len
 BUILDERS = {"baseline": T4_SHAPE.baseline, "hybrid": T4_SHAPE.hybrid}
-# (label, model, flush denormals, allocator settings, head + loss)
+# (label, model, flush denormals, allocator settings, head + loss, GEMM); the first row is the trainer's default
 ROWS = [
-    ("baseline · sliced head · flushed · tuned alloc.", "baseline", True, True, "sliced"),
-    ("baseline · plain head · flushed · tuned alloc.", "baseline", True, True, "plain"),
-    ("baseline · sliced head · not flushed · tuned", "baseline", False, True, "sliced"),
-    ("baseline · sliced head · flushed · default alloc.", "baseline", True, False, "sliced"),
-    ("hybrid (euler ×4) · sliced · flushed · tuned", "hybrid", True, True, "sliced"),
+    ("baseline · sliced · oneDNN · flushed · tuned alloc.", "baseline", True, True, "sliced", "onednn"),
+    ("baseline · plain head · oneDNN · flushed · tuned", "baseline", True, True, "plain", "onednn"),
+    ("baseline · sliced · torch GEMM · flushed · tuned", "baseline", True, True, "sliced", "torch"),
+    ("baseline · sliced · oneDNN · not flushed · tuned", "baseline", False, True, "sliced", "onednn"),
+    ("baseline · sliced · oneDNN · flushed · default alloc.", "baseline", True, False, "sliced", "onednn"),
+    ("hybrid (euler ×4) · sliced · oneDNN · flushed · tuned", "hybrid", True, True, "sliced", "onednn"),
 ]
-LOSSES = {  # the trainer's sliced head + cross-entropy, and the plain path that holds all logits
-    "sliced": lm_loss,
-    "plain": lambda m, b: linear_cross_entropy_reference(m.hidden(b[0]).flatten(0, 1), m.head.weight,
-                                                         b[1].flatten(), vocab_size=m.vocab_size),
-}
+
+
+def _plain_head_loss(model, batch):
+    """All logits at once and F.cross_entropy (odebook.nn.linear_ce's reference), through the same GEMM as the
+    sliced head, so that the two rows differ only in the slicing."""
+    logits = gemm.linear(model.hidden(batch[0]).flatten(0, 1), model.head.weight.t())[:, :model.vocab_size]
+    return torch.nn.functional.cross_entropy(logits, batch[1].flatten())
+
+
+LOSSES = {"sliced": lm_loss, "plain": _plain_head_loss}  # the trainer's sliced head + cross-entropy, and the plain path
 
 
 def matmul_flops(n: int = 2048, repeats: int = 10) -> float:
@@ -76,15 +83,12 @@ def matmul_flops(n: int = 2048, repeats: int = 10) -> float:
 
 @torch.no_grad()
 def onednn_matmul_flops(n: int = 2048, repeats: int = 10) -> float | None:
-    """FLOP/s of the same product as oneDNN's fp32 inner product (inference only; torch's fp32 training matmuls do
-    not use it), or None without oneDNN: how far torch's own fp32 GEMM is from what this CPU can do."""
-    if not torch.backends.mkldnn.is_available():
+    """FLOP/s of the same product through oneDNN's fp32 inner product, the kernel odebook.nn.gemm calls (ordinary
+    tensors in and out), or None without oneDNN."""
+    if not gemm.onednn_available():
         return None
-    from torch.utils import mkldnn
-
-    layer = mkldnn.to_mkldnn(torch.nn.Linear(n, n, bias=False))
-    x = torch.randn(n, n).to_mkldnn()
-    return 2 * n**3 / _median_time(lambda: layer(x), repeats)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2 * n**3 / _median_time(lambda: gemm.mm(a, b), repeats)
 
 
 def _median_time(fn, repeats: int) -> float:
@@ -98,11 +102,10 @@ def _median_time(fn, repeats: int) -> float:
 
 
 def step_flops(model: torch.nn.Module, loss_fn=lm_loss) -> tuple[float, float]:
-    """The model's FLOPs (counted by torch on the plain path: the sliced head does the same matmuls, but the counter
-    misses the in-place addmm_ that accumulates its weight gradient) and the peak memory in bytes of one forward +
-    backward pass with ``loss_fn`` at the benchmark shape."""
+    """The model's FLOPs (counted by torch; the sliced and the plain head do the same matmuls) and the peak memory
+    in bytes of one forward + backward pass with ``loss_fn`` at the benchmark shape."""
     x = torch.randint(0, GPT2_VOCAB, (BATCH, SEQ))
-    flops = count_flops(lambda: LOSSES["plain"](model, (x, x.roll(-1, 1))).backward())
+    flops = count_flops(lambda: loss_fn(model, (x, x.roll(-1, 1))).backward())
     model.zero_grad(set_to_none=True)
     peak = peak_memory(lambda: loss_fn(model, (x, x.roll(-1, 1))).backward(), torch.device("cpu"))
     model.zero_grad(set_to_none=True)
@@ -121,7 +124,8 @@ def step_times(model: torch.nn.Module, steps: int, warmup: int, flush_denormal: 
     return hist.step_time[warmup:]
 
 
-def _worker(model_name: str, flush: bool, head: str, steps: int, warmup: int) -> dict:
+def _worker(model_name: str, flush: bool, head: str, use_onednn: bool, steps: int, warmup: int) -> dict:
+    gemm.USE_ONEDNN = use_onednn
     seed_everything(0)
     model = BUILDERS[model_name]()
     flops, peak = step_flops(model, LOSSES[head])
@@ -209,17 +213,19 @@ def bench_01(steps: int, warmup: int) -> None:
     print(f"\nstudy 01 at its t4 shape: 6 layers, d 256, batch {BATCH}×{SEQ}, GPT-2 vocabulary (head padded to "
           f"{models.HEAD_MULTIPLE}); fp32, AdamW")
     rates = _in_worker(["matmul"], tuned_allocator=True)
-    peak, onednn = rates["flops_per_s"], rates["onednn_flops_per_s"]
-    print(f"fp32 matmul 2048² through torch ({'MKL' if torch.backends.mkl.is_available() else 'its BLAS'}), the "
-          f"rate MFU is measured against: {peak / 1e9:.1f} GFLOP/s")
+    torch_rate, onednn = rates["flops_per_s"], rates["onednn_flops_per_s"]
+    print(f"fp32 matmul 2048² through torch ({'MKL' if torch.backends.mkl.is_available() else 'its BLAS'}): "
+          f"{torch_rate / 1e9:.1f} GFLOP/s")
     if onednn is not None:
-        print(f"the same product as oneDNN's fp32 inner product, which torch's fp32 training matmuls do not use: "
-              f"{onednn / 1e9:.1f} GFLOP/s ({onednn / peak:.2f}× torch's)")
+        print(f"the same product through oneDNN's inner product (odebook.nn.gemm): {onednn / 1e9:.1f} GFLOP/s "
+              f"({onednn / torch_rate:.2f}× torch's)")
+    peak = max(torch_rate, onednn or 0.0)
+    print(f"MFU below is against the faster of the two, {peak / 1e9:.1f} GFLOP/s")
     print(f"{'configuration':50s} {'GFLOP/step':>10s} {'peak MiB':>9s} {'ms/step':>8s} {'min–max ms':>12s} "
           f"{'MFU':>6s}", flush=True)
     median, mem = {}, {}
-    for label, model_name, flush, tuned, head in ROWS:
-        r = _in_worker([model_name, "flush" if flush else "noflush", head], tuned,
+    for label, model_name, flush, tuned, head, kernel in ROWS:
+        r = _in_worker([model_name, "flush" if flush else "noflush", head, kernel], tuned,
                        ("--steps", str(steps), "--warmup", str(warmup)))
         med = median[label] = statistics.median(r["times"])
         mem[label] = r["peak"]
@@ -228,9 +234,9 @@ def bench_01(steps: int, warmup: int) -> None:
               flush=True)
     base = median[ROWS[0][0]]
     print(f"sliced head: {mem[ROWS[1][0]] / mem[ROWS[0][0]]:.2f}× less peak memory of a step's forward + backward, "
-          f"{base / median[ROWS[1][0]]:.2f}× the plain head's time; denormal flushing: "
-          f"{median[ROWS[2][0]] / base:.2f}× faster; tuned allocator: {median[ROWS[3][0]] / base:.2f}× faster; "
-          f"hybrid / baseline time: {median[ROWS[4][0]] / base:.2f}×")
+          f"{base / median[ROWS[1][0]]:.2f}× the plain head's time; oneDNN: {median[ROWS[2][0]] / base:.2f}× faster "
+          f"than torch's GEMM; denormal flushing: {median[ROWS[3][0]] / base:.2f}× faster; tuned allocator: "
+          f"{median[ROWS[4][0]] / base:.2f}× faster; hybrid / baseline time: {median[ROWS[5][0]] / base:.2f}×")
 
 
 def bench_delta_rule() -> None:
@@ -308,8 +314,8 @@ def main(argv: list[str] | None = None) -> None:
         elif args.worker == ["05"]:
             print(json.dumps(_worker_05()))
         else:
-            model_name, flush, head = args.worker
-            print(json.dumps(_worker(model_name, flush == "flush", head, args.steps, args.warmup)))
+            model_name, flush, head, kernel = args.worker
+            print(json.dumps(_worker(model_name, flush == "flush", head, kernel == "onednn", args.steps, args.warmup)))
         return
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {_load()}")

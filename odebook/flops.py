@@ -1,7 +1,12 @@
-"""FLOPs counted by torch (torch.utils.flop_counter): matmuls, attention and convolutions, not element-wise ops."""
+"""FLOPs counted by torch (torch.utils.flop_counter): matmuls, attention and convolutions, not element-wise ops.
+
+torch's counter knows aten's out-of-place matmuls. Two more products are taught to it here, 2·n·k·m like aten.mm, so
+that a count does not depend on which GEMM ran: the oneDNN inner product that odebook.nn.gemm calls on the CPU, and
+the in-place aten.addmm_ of gemm's fallback."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -10,9 +15,31 @@ from torch.utils.flop_counter import FlopCounterMode
 __all__ = ["count_flops", "forward_flops"]
 
 
+def _inner_product_flops(x_shape, weight_shape) -> int:
+    """x [..., k] @ weight[m, k]ᵀ: 2·n·k·m; a bias or an added tensor is element-wise, uncounted as in aten.addmm."""
+    return 2 * math.prod(x_shape) * weight_shape[0]
+
+
+def _custom_flops() -> dict:
+    def in_place_addmm(c, a, b, *args, out_shape=None, **kwargs) -> int:
+        return 2 * a[0] * a[1] * b[1]
+
+    mapping = {torch.ops.aten.addmm_: in_place_addmm}  # keyed by op, not overload: the counter looks them up so
+    try:
+        inner_product = torch.ops.mkldnn._linear_pointwise
+    except (AttributeError, RuntimeError):  # no oneDNN: nothing more to teach
+        return mapping
+
+    def onednn(*args, out_shape=None, **kwargs) -> int:
+        x, w = (args[0], args[1]) if len(args) == 6 else (args[0], args[2])  # (x, w, b, …) or .binary's (x, other, w, …)
+        return _inner_product_flops(x, w)
+
+    return mapping | {inner_product: onednn}
+
+
 def count_flops(fn: Callable[[], object]) -> int:
     """FLOPs executed by ``fn()``."""
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False, custom_mapping=_custom_flops()) as counter:
         fn()
     return int(counter.get_total_flops())
 

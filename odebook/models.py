@@ -16,6 +16,7 @@ from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, KVCache, ODEFl
 from odebook.nn.attention import CausalSelfAttention, SlidingWindowAttention
 from odebook.nn.gdn import NO_ABLATION, Ablation, GatedDeltaNet
 from odebook.nn.state_read import LOCAL_PATHS, StateReadAttention
+from odebook.nn import gemm
 from odebook.nn.linear_ce import linear_cross_entropy
 from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 
@@ -42,7 +43,7 @@ class Head(nn.Module):
         return (self.weight.shape[1] - self.vocab_size) * self.weight.shape[0]
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return (h @ self.weight)[..., : self.vocab_size]
+        return gemm.linear(h, self.weight.t())[..., : self.vocab_size]  # h @ W (oneDNN on the CPU: odebook.nn.gemm)
 
 
 class LM(nn.Module):

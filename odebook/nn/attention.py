@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from odebook.nn.gemm import linear
 from odebook.nn.kv_cache import KVCache
 
 __all__ = ["CausalSelfAttention", "MLP", "attention_reference", "causal_attention", "gelu_mlp", "banded_causal_mask",
@@ -26,21 +27,22 @@ def causal_attention(x: torch.Tensor, qkv_w: torch.Tensor, qkv_b: torch.Tensor |
                      proj_b: torch.Tensor | None, n_head: int, dropout: float = 0.0,
                      window: int | None = None) -> torch.Tensor:
     """Causal multi-head attention with explicit weights (for generated or gated weights): x [B, T, C]. With
-    ``window``, each position sees only the last ``window`` positions (a banded causal mask)."""
+    ``window``, each position sees only the last ``window`` positions (a banded causal mask). The projections go
+    through odebook.nn.gemm.linear (oneDNN on the CPU)."""
     B, T, C = x.shape
-    q, k, v = F.linear(x, qkv_w, qkv_b).view(B, T, 3, n_head, C // n_head).permute(2, 0, 3, 1, 4)
+    q, k, v = linear(x, qkv_w, qkv_b).view(B, T, 3, n_head, C // n_head).permute(2, 0, 3, 1, 4)
     if window is None:
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
     else:
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=banded_causal_mask(T, window, x.device),
                                            dropout_p=dropout)
-    return F.linear(y.transpose(1, 2).reshape(B, T, C), proj_w, proj_b)
+    return linear(y.transpose(1, 2).reshape(B, T, C), proj_w, proj_b)
 
 
 def gelu_mlp(x: torch.Tensor, fc_w: torch.Tensor, fc_b: torch.Tensor | None, proj_w: torch.Tensor,
              proj_b: torch.Tensor | None) -> torch.Tensor:
     """Linear → GELU → Linear with explicit weights."""
-    return F.linear(F.gelu(F.linear(x, fc_w, fc_b)), proj_w, proj_b)
+    return linear(F.gelu(linear(x, fc_w, fc_b)), proj_w, proj_b)
 
 
 class CausalSelfAttention(nn.Module):

@@ -8,15 +8,17 @@ backward pass only scales those by the incoming gradient. Peak memory is a slice
 whole matrix and its gradient, and no matmul is recomputed: the FLOPs equal the plain path's.
 ``linear_cross_entropy_reference`` is the plain path; tests/test_linear_ce.py holds the two together.
 
-Speed (``make bench``): one softmax pass instead of a log-softmax and an exp, the padded width for every matmul, the
-weight gradient accumulated as [V, d], and slices of 512 tokens at this shape took study 01's t4 step on the CPU from
-~1.57 to ~1.38 s (interleaved runs, 2 cores).
+Speed (``make bench``): the three matmuls go through odebook.nn.gemm (oneDNN's fp32 inner product on the CPU, about
+twice MKL's rate on these AMD machines); one softmax pass instead of a log-softmax and an exp; the padded width for
+every matmul; equal slices of 512 tokens at this shape.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+from odebook.nn import gemm
 
 __all__ = ["linear_cross_entropy", "linear_cross_entropy_reference", "IGNORE_INDEX", "SLICE_ELEMENTS"]
 
@@ -57,9 +59,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         n_valid = valid.sum().clamp(min=1).to(acc)
         loss = torch.zeros((), dtype=acc, device=h.device)
         grad_h = torch.empty_like(h)
-        # grad_w is accumulated as [V_padded, d] (the GEMM's faster orientation here, g.t() @ h, ~10 %) and
-        # transposed once at the end; the first slice writes it whole
-        grad_wt = torch.empty(weight.shape[::-1], dtype=acc, device=weight.device)
+        grad_w = torch.empty_like(weight, dtype=acc)  # summed over the slices; the first one writes it whole
         # Under fp16 autocast the matmul for grad_h rounds softmax − one-hot to fp16, whose subnormals (< 6e-5) would
         # swallow most of a 50k-way softmax; lifted by 2^10 first and scaled back after (exact in binary floating point).
         half = h.dtype == torch.float16 or (torch.is_autocast_enabled(h.device.type)
@@ -72,7 +72,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             picked = torch.arange(len(tc), device=h.device), safe
             # The matmuls run over the padded width (a multiple of HEAD_MULTIPLE: the GEMM's fast shape, ~15 % faster
             # than 50,257 columns); the spare columns' logits are set to −inf, so their probability and gradient are 0.
-            logits = (hc @ weight).to(acc)  # [n, V_padded]
+            logits = gemm.mm(hc, weight).to(acc)  # [n, V_padded]
             logits[:, vocab_size:] = -torch.inf
             g = torch.softmax(logits, dim=-1)  # one pass over the logits (a log-softmax and its exp would take two)
             del logits
@@ -81,10 +81,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
             g[picked] -= 1.0
             g = g.to(hc.dtype)  # under autocast the matmuls below run in its dtype, like the plain backward
             scale = (vc / n_valid)[:, None]
-            grad_h[rows] = (((g * lift if half else g) @ weight.t()) * (scale / lift)).to(h.dtype)
-            # accumulates inside the matmul, no [d, V] temporary; the first slice overwrites (beta 0: no zero-fill)
-            grad_wt.addmm_(g.t(), (hc * scale).to(g.dtype), beta=0.0 if start == 0 else 1.0)
-        ctx.save_for_backward(grad_h, grad_wt.t().to(weight.dtype, memory_format=torch.contiguous_format))
+            grad_h[rows] = (gemm.mm(g * lift if half else g, weight.t()) * (scale / lift)).to(h.dtype)
+            # the sum over slices happens inside the matmul (beta 0 on the first slice: no zero-fill)
+            grad_w = gemm.addmm_(grad_w, (hc * scale).to(g.dtype).t(), g, beta=0.0 if start == 0 else 1.0)
+        ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
         return loss / n_valid
 
     @staticmethod
@@ -107,10 +107,10 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.T
         n_slices = max(1, -(-h.shape[0] * weight.shape[1] // SLICE_ELEMENTS))
         chunk_rows = max(1, -(-h.shape[0] // n_slices))
     if not (torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)):
-        with torch.no_grad():
-            valid = targets != ignore_index
-            total = sum(linear_cross_entropy_reference(h[s], weight, targets[s], vocab_size=vocab_size,
-                                                       ignore_index=ignore_index) * valid[s].sum()
-                        for s in (slice(i, i + chunk_rows) for i in range(0, h.shape[0], chunk_rows)) if valid[s].any())
-            return total / valid.sum().clamp(min=1)
+        with torch.no_grad():  # every row left counts (the padding was dropped above)
+            acc = torch.promote_types(h.dtype, torch.float32)
+            total = sum((F.cross_entropy(gemm.mm(h[i:i + chunk_rows], weight)[:, :vocab_size].to(acc),
+                                         targets[i:i + chunk_rows], reduction="sum")
+                         for i in range(0, h.shape[0], chunk_rows)), torch.zeros((), dtype=acc, device=h.device))
+            return total / max(h.shape[0], 1)
     return _LinearCrossEntropy.apply(h, weight, targets, vocab_size, ignore_index, chunk_rows)

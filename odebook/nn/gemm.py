@@ -1,0 +1,105 @@
+"""fp32 matrix products on the CPU through oneDNN, where torch's own GEMM leaves half the CPU unused.
+
+torch sends its CPU fp32 matmuls to MKL. On the AMD processors of these machines MKL takes a path that reaches less
+than half of the CPU's rate: 180–205 GFLOP/s on two cores, against 380–475 GFLOP/s for oneDNN's fp32 inner product on
+the same products (``make bench`` prints both). oneDNN's inner product is the kernel torch's own compiler calls for
+linear layers on the CPU (``torch.ops.mkldnn._linear_pointwise``); it takes ordinary strided tensors, returns an ordinary
+tensor, and computes in fp32 throughout (no reduced-precision mode is set), so its results differ from MKL's only
+in the order of the sums. It has no autograd formula of its own:
+- ``linear`` is F.linear with one: its backward pass is two more oneDNN products (the models' projections and MLPs,
+  odebook.nn.attention);
+- ``mm`` and ``addmm_`` are for code that forms its own gradients (the sliced head, odebook.nn.linear_ce).
+
+All three fall back to torch off the CPU, for products under MIN_MACS multiply-adds, for other dtypes, under autocast, under torch.func's transforms (jacrev in
+odebook.dynamics), without oneDNN, or with ``USE_ONEDNN = False`` (the bench's side-by-side row); ``mm`` and
+``addmm_`` also where autograd would record them. tests/test_gemm.py holds all three to torch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["linear", "mm", "addmm_", "onednn_available", "USE_ONEDNN"]
+
+USE_ONEDNN = True  # the switch the bench turns off to time torch's GEMM in the same run
+# Smaller products (multiply-adds n·k·m) go to torch. A decoding step's one-row product through a 256 × 1024 layer
+# takes ~15 µs there against ~20 µs through oneDNN and its autograd wrapper; 8 rows of 256 × 768 (1.6 M) are 1.3×
+# faster through oneDNN, ~2× from 64 rows, and the one-row GPT-2 head (13 M) 1.4× (2 cores, caches flushed for the head)
+MIN_MACS = 2**20
+
+
+def onednn_available() -> bool:
+    """Whether this torch has oneDNN's inner product (x86 and most Linux builds do; some macOS builds do not)."""
+    if not torch.backends.mkldnn.is_available():
+        return False
+    try:
+        torch.ops.mkldnn._linear_pointwise
+    except (AttributeError, RuntimeError):
+        return False
+    return True
+
+
+_AVAILABLE = onednn_available()
+
+
+def _onednn_applies(macs: int, *tensors: torch.Tensor | None) -> bool:
+    return (USE_ONEDNN and _AVAILABLE and macs >= MIN_MACS and not torch.is_autocast_enabled("cpu")
+            and not torch._C._are_functorch_transforms_active()
+            and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors if t is not None))
+
+
+def _untracked(*tensors: torch.Tensor) -> bool:
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
+def _inner_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x @ weight.t() (+ bias) by oneDNN: x [n, k], weight [m, k], either of them may be a transposed view."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+class _Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        rows = x.reshape(-1, x.shape[-1])
+        ctx.save_for_backward(rows, weight)
+        ctx.x_shape, ctx.has_bias = x.shape, bias is not None
+        return _inner_product(rows, weight, bias).view(*x.shape[:-1], weight.shape[0])
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_y):
+        rows, weight = ctx.saved_tensors
+        grad_rows = grad_y.reshape(-1, grad_y.shape[-1])  # [n, out]
+        need_x, need_w, need_b = ctx.needs_input_grad
+        grad_x = _inner_product(grad_rows, weight.t()).view(ctx.x_shape) if need_x else None  # grad_y @ W
+        grad_w = _inner_product(grad_rows.t(), rows.t()) if need_w else None  # grad_yᵀ @ x: [out, in]
+        grad_b = grad_rows.sum(0) if need_b and ctx.has_bias else None
+        return grad_x, grad_w, grad_b
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear(x, weight, bias): x [..., in], weight [out, in], bias [out]; differentiable in all three."""
+    if _onednn_applies(x.numel() * weight.shape[0], x, weight, bias):
+        return _Linear.apply(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b for 2-d a [n, k] and b [k, m]."""
+    if _onednn_applies(a.numel() * b.shape[1], a, b) and _untracked(a, b):
+        return _inner_product(a, b.t())
+    return a @ b
+
+
+def addmm_(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: float = 1.0) -> torch.Tensor:
+    """beta · c + a @ b with beta 1 or 0 (0: c's contents are ignored): a sum of products over slices. Returns the
+    result: c itself on torch's path (accumulated in place, no temporary), a new tensor on oneDNN's, whose inner
+    product cannot write into an existing one — rebind the name: ``c = addmm_(c, a, b)``."""
+    if beta not in (0.0, 1.0):
+        raise ValueError(f"gemm.addmm_: beta must be 0 or 1, got {beta}")
+    if _onednn_applies(a.numel() * b.shape[1], a, b, c) and _untracked(a, b, c):
+        if beta == 0.0:
+            return _inner_product(a, b.t())
+        return torch.ops.mkldnn._linear_pointwise.binary(a, c, b.t(), None, "add")
+    return c.addmm_(a, b, beta=beta)

@@ -1,0 +1,104 @@
+import pytest
+import torch
+
+from odebook.nn import gemm
+
+PATHS = [pytest.param(True, id="oneDNN", marks=pytest.mark.skipif(not gemm.onednn_available(), reason="no oneDNN")),
+         pytest.param(False, id="torch")]
+
+
+@pytest.fixture(params=PATHS)
+def backend(request, monkeypatch):
+    monkeypatch.setattr(gemm, "USE_ONEDNN", request.param)
+    monkeypatch.setattr(gemm, "MIN_MACS", 0)  # the small test products take the path under test
+    return request.param
+
+
+def _operands(n, k, m, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, k, generator=g), torch.randn(k, m, generator=g), torch.randn(n, m, generator=g)
+
+
+# fp32 against an fp64 product: sums of k ~ 300 terms of size ~1 round to ~1e-5 in either order
+TOL = dict(rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("transpose_a, transpose_b", [(False, False), (True, False), (False, True), (True, True)])
+def test_mm_equals_the_fp64_product_for_strided_operands(backend, transpose_a, transpose_b):
+    a, b, _ = _operands(70, 300, 130)
+    a = a.t().contiguous().t() if transpose_a else a  # same values, column-major storage
+    b = b.t().contiguous().t() if transpose_b else b
+    out = gemm.mm(a, b)
+    assert out.dtype == torch.float32 and out.shape == (70, 130)
+    torch.testing.assert_close(out.double(), a.double() @ b.double(), **TOL)
+
+
+def test_addmm_accumulates_and_beta_zero_ignores_the_old_contents(backend):
+    a, b, c = _operands(64, 300, 96)
+    a2, b2, _ = _operands(64, 300, 96, seed=1)
+    start = torch.full_like(c, torch.nan)  # beta 0 must not read it (0 · nan would be nan)
+    total = gemm.addmm_(start, a, b, beta=0.0)
+    total = gemm.addmm_(total, a2, b2)
+    torch.testing.assert_close(total.double(), a.double() @ b.double() + a2.double() @ b2.double(), **TOL)
+    accumulated_in_place = total.data_ptr() == start.data_ptr()
+    assert accumulated_in_place != backend  # oneDNN returns a new tensor; torch writes into c: the path was taken
+    with pytest.raises(ValueError, match="beta must be 0 or 1"):
+        gemm.addmm_(c, a, b, beta=0.5)
+
+
+def test_falls_back_to_torch_where_autograd_records_or_the_dtype_is_not_fp32(backend):
+    a, b, _ = _operands(8, 16, 4)
+    a.requires_grad_()
+    out = gemm.mm(a, b)
+    assert out.grad_fn is not None  # oneDNN's product has no gradient formula: torch's matmul was used
+    out.sum().backward()
+    torch.testing.assert_close(a.grad, b.sum(1).expand(8, 16))
+    a64, b64 = a.detach().double(), b.double()
+    torch.testing.assert_close(gemm.mm(a64, b64), a64 @ b64, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_and_its_gradients_equal_f_linear(backend, bias):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(3, 50, 64, generator=g, dtype=torch.float64)
+    w = torch.randn(96, 64, generator=g, dtype=torch.float64) / 8
+    b = torch.randn(96, generator=g, dtype=torch.float64) if bias else None
+    grad_y = torch.randn(3, 50, 96, generator=g, dtype=torch.float64)
+    leaves = [t.requires_grad_() for t in (x, w, b) if t is not None]
+    ref = torch.nn.functional.linear(x, w, b)
+    ref_grads = torch.autograd.grad(ref, leaves, grad_y)
+    leaves32 = [t.detach().float().requires_grad_() for t in leaves]
+    out = gemm.linear(*leaves32) if bias else gemm.linear(*leaves32, None)
+    grads = torch.autograd.grad(out, leaves32, grad_y.float())
+    assert (out.grad_fn.name() == "_LinearBackward") == backend  # the oneDNN path was taken exactly when switched on
+    torch.testing.assert_close(out.double(), ref, **TOL)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got.double(), want, **TOL)
+    assert gemm.linear(x, w, b).dtype == torch.float64  # other dtypes: F.linear
+
+
+def test_linear_under_jacrev_uses_torch(backend):
+    """torch.func's transforms (odebook.dynamics' Jacobians) see F.linear, which they know how to batch."""
+    w = torch.randn(5, 4)
+    jac = torch.func.jacrev(lambda z: gemm.linear(z, w))(torch.randn(4))
+    torch.testing.assert_close(jac, w)
+
+
+def test_flop_counts_do_not_depend_on_the_gemm(backend):
+    """odebook.flops counts oneDNN's products like aten's (studies match compute by these counts)."""
+    from odebook.flops import count_flops
+
+    x = torch.randn(6, 10, 32, requires_grad=True)
+    w, w2 = torch.randn(48, 32, requires_grad=True), torch.randn(32, 48)
+    assert count_flops(lambda: gemm.linear(x, w, None).sum().backward()) == 3 * 2 * 60 * 32 * 48
+    with torch.no_grad():
+        assert count_flops(lambda: gemm.mm(x[0], w.t())) == 2 * 10 * 32 * 48
+        assert count_flops(lambda: gemm.addmm_(torch.zeros(10, 48), x[0], w2)) == 2 * 10 * 32 * 48
+
+
+def test_a_product_under_min_macs_goes_to_torch(backend, monkeypatch):
+    monkeypatch.setattr(gemm, "MIN_MACS", 8 * 16 * 12)
+    w = torch.randn(12, 16, requires_grad=True)
+    few, many = torch.randn(1, 7, 16), torch.randn(1, 8, 16)
+    assert gemm.linear(few, w).grad_fn.name() != "_LinearBackward"
+    assert (gemm.linear(many, w).grad_fn.name() == "_LinearBackward") == backend

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from odebook.nn.gemm import linear
+from odebook.nn.gemm import Linear, linear
 from odebook.nn.kv_cache import KVCache
 
 __all__ = ["CausalSelfAttention", "MLP", "attention_reference", "causal_attention", "gelu_mlp", "banded_causal_mask",
@@ -53,8 +53,8 @@ class CausalSelfAttention(nn.Module):
         assert d_model % n_head == 0, "n_head must divide d_model"
         self.n_head, self.dropout = n_head, dropout
         self.window: int | None = None  # None: full causal attention (SlidingWindowAttention sets it)
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.proj = nn.Linear(d_model, d_model)
+        self.qkv = Linear(d_model, 3 * d_model)
+        self.proj = Linear(d_model, d_model)
         self.resid_dropout = nn.Dropout(dropout)
 
     def heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -94,8 +94,8 @@ class MLP(nn.Module):
 
     def __init__(self, *, d_model: int, dropout: float = 0.0):
         super().__init__()
-        self.fc = nn.Linear(d_model, 4 * d_model)
-        self.proj = nn.Linear(4 * d_model, d_model)
+        self.fc = Linear(d_model, 4 * d_model)
+        self.proj = Linear(4 * d_model, d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from odebook.nn.delta_rule import gated_delta_rule
+from odebook.nn.gemm import Linear
 
 __all__ = ["GatedDeltaNet", "GDNOutput", "Writes", "Ablation", "ShortConv"]
 
@@ -87,16 +88,16 @@ class GatedDeltaNet(nn.Module):
         super().__init__()
         K = head_dim or d_model // n_head
         self.n_head, self.head_dim, self.beta_floor, self.chunk_size = n_head, K, beta_floor, chunk_size
-        self.q, self.k, self.v = (nn.Linear(d_model, n_head * K, bias=False) for _ in range(3))
+        self.q, self.k, self.v = (Linear(d_model, n_head * K, bias=False) for _ in range(3))
         self.convs = nn.ModuleList(ShortConv(n_head * K, conv_width) for _ in range(3)) if conv_width else None
-        self.beta = nn.Linear(d_model, n_head)
-        self.gate = nn.Linear(d_model, n_head, bias=False)
+        self.beta = Linear(d_model, n_head)
+        self.gate = Linear(d_model, n_head, bias=False)
         self.A_log = nn.Parameter(torch.empty(n_head).uniform_(0, 16).log())
         dt = torch.exp(torch.empty(n_head).uniform_(math.log(1e-3), math.log(0.1))).clamp(min=1e-4)
         self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus⁻¹(dt)
-        self.out_gate = nn.Linear(d_model, n_head * K, bias=False)
+        self.out_gate = Linear(d_model, n_head * K, bias=False)
         self.norm = nn.RMSNorm(K)
-        self.out = nn.Linear(n_head * K, d_model, bias=False)
+        self.out = Linear(n_head * K, d_model, bias=False)
 
     def _project(self, x: torch.Tensor, i: int) -> torch.Tensor:
         """Projection i (0 = q, 1 = k, 2 = v) → short convolution → SiLU, as [B, T, H, K]."""

@@ -7,7 +7,7 @@ linear layers on the CPU (``torch.ops.mkldnn._linear_pointwise``); it takes ordi
 tensor, and computes in fp32 throughout (no reduced-precision mode is set), so its results differ from MKL's only
 in the order of the sums. It has no autograd formula of its own:
 - ``linear`` is F.linear with one: its backward pass is two more oneDNN products (the models' projections and MLPs,
-  odebook.nn.attention);
+  odebook.nn.attention; ``Linear`` is nn.Linear through it);
 - ``mm`` and ``addmm_`` are for code that forms its own gradients (the sliced head, odebook.nn.linear_ce).
 
 All three fall back to torch off the CPU, for products under MIN_MACS multiply-adds, for other dtypes, under autocast, under torch.func's transforms (jacrev in
@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-__all__ = ["linear", "mm", "addmm_", "onednn_available", "USE_ONEDNN"]
+__all__ = ["Linear", "linear", "mm", "addmm_", "onednn_available", "USE_ONEDNN"]
 
 USE_ONEDNN = True  # the switch the bench turns off to time torch's GEMM in the same run
 # Smaller products (multiply-adds n·k·m) go to torch. A decoding step's one-row product through a 256 × 1024 layer
@@ -83,6 +84,13 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if _onednn_applies(x.numel() * weight.shape[0], x, weight, bias):
         return _Linear.apply(x, weight, bias)
     return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """nn.Linear whose product goes through ``linear``: the same parameters, initialisation and state dict."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
 
 
 def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -23,6 +23,7 @@ from torch import nn
 
 from odebook.nn.attention import causal_attention, gelu_mlp
 from odebook.nn.depth import TimeMLP
+from odebook.nn.gemm import Linear
 
 __all__ = ["HyperBlock", "TIME_MLPS"]
 
@@ -41,7 +42,7 @@ class HyperBlock(nn.Module):
                                          for k in ("qkv", "proj", "fc", "out")}) if time_mlp == "per_linear" else None
         # (out features, in features) of each generated matrix; each generator also emits the bias (out features)
         self.shapes = {"qkv": (3 * d, d), "proj": (d, d), "fc": (4 * d, d), "out": (d, 4 * d)}
-        self.gen = nn.ModuleDict({k: nn.Linear(d_emb, o * i + o) for k, (o, i) in self.shapes.items()})
+        self.gen = nn.ModuleDict({k: Linear(d_emb, o * i + o) for k, (o, i) in self.shapes.items()})
         self.ln = nn.ParameterDict({k: nn.Parameter(torch.zeros(d_emb, d)) for k in ("w1", "b1", "w2", "b2")})
         for name, (o, i) in self.shapes.items():  # base weights ~ N(0, 0.02) as in the LM; the e(t) part small
             nn.init.normal_(self.gen[name].weight, std=0.02 / math.sqrt(d_emb))

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from odebook.nn.depth import TimeMLP
+from odebook.nn.gemm import Linear
 
 __all__ = ["selective_scan", "ModulatedSSM"]
 
@@ -40,11 +41,11 @@ class ModulatedSSM(nn.Module):
     def __init__(self, *, d_model: int, d_state: int = 16, n_freq: int = 16, gate_width: int = 32):
         super().__init__()
         d, N = d_model, d_state
-        self.delta = nn.Linear(d, d)
-        self.B, self.C = nn.Linear(d, N, bias=False), nn.Linear(d, N, bias=False)
+        self.delta = Linear(d, d)
+        self.B, self.C = Linear(d, N, bias=False), Linear(d, N, bias=False)
         self.A_log = nn.Parameter(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(d, 1))
         self.D = nn.Parameter(torch.ones(d))
-        self.out = nn.Linear(d, d)
+        self.out = Linear(d, d)
         self.sizes = [d, d, N, N, d]  # gates of A, Δ, B, C, D
         self.gate = TimeMLP(n_freq=n_freq, width=gate_width, out=sum(self.sizes))
 

@@ -20,6 +20,7 @@ from torch import nn
 
 from odebook.nn.attention import SlidingWindowAttention
 from odebook.nn.gdn import NO_ABLATION, Ablation, Writes
+from odebook.nn.gemm import Linear
 
 __all__ = ["StateReadAttention", "LOCAL_PATHS"]
 
@@ -38,8 +39,8 @@ class StateReadAttention(nn.Module):
                  local_drop_prob: float = 0.0, inverted: bool = False):
         super().__init__()
         self.local = SlidingWindowAttention(d_model=d_model, n_head=n_head, window=window)
-        self.read_proj = nn.Linear(read_dim, d_model, bias=False)
-        self.gate = nn.Linear(d_model, d_model)
+        self.read_proj = Linear(read_dim, d_model, bias=False)
+        self.gate = Linear(d_model, d_model)
         self.local_scale, self.local_drop_prob, self.inverted = local_scale, local_drop_prob, inverted
 
     def _local_multiplier(self, B: int, device) -> torch.Tensor | float:

@@ -16,7 +16,7 @@ __all__ = ["count_flops", "forward_flops"]
 
 
 def _inner_product_flops(x_shape, weight_shape) -> int:
-    """x [..., k] @ weight[m, k]ᵀ: 2·n·k·m; a bias or an added tensor is element-wise, uncounted as in aten.addmm."""
+    """x [..., k] @ weight[m, k]ᵀ: 2·n·k·m. A bias or an added tensor is element-wise: uncounted, as in aten.addmm."""
     return 2 * math.prod(x_shape) * weight_shape[0]
 
 
@@ -31,7 +31,8 @@ def _custom_flops() -> dict:
         return mapping
 
     def onednn(*args, out_shape=None, **kwargs) -> int:
-        x, w = (args[0], args[1]) if len(args) == 6 else (args[0], args[2])  # (x, w, b, …) or .binary's (x, other, w, …)
+        # the default overload's (x, w, b, attr, scalars, algorithm) or .binary's (x, other, w, b, attr)
+        x, w = (args[0], args[1]) if len(args) == 6 else (args[0], args[2])
         return _inner_product_flops(x, w)
 
     return mapping | {inner_product: onednn}

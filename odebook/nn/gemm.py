@@ -1,18 +1,19 @@
 """fp32 matrix products on the CPU through oneDNN, where torch's own GEMM leaves half the CPU unused.
 
-torch sends its CPU fp32 matmuls to MKL. On the AMD processors of these machines MKL takes a path that reaches less
-than half of the CPU's rate: 180–205 GFLOP/s on two cores, against 380–475 GFLOP/s for oneDNN's fp32 inner product on
-the same products (``make bench`` prints both). oneDNN's inner product is the kernel torch's own compiler calls for
-linear layers on the CPU (``torch.ops.mkldnn._linear_pointwise``); it takes ordinary strided tensors, returns an ordinary
-tensor, and computes in fp32 throughout (no reduced-precision mode is set), so its results differ from MKL's only
-in the order of the sums. It has no autograd formula of its own:
+torch sends its CPU fp32 matmuls to MKL. On the AMD processors of these machines MKL takes a path that reaches
+about half of the CPU's rate: 180–216 GFLOP/s on two cores, against 380–475 GFLOP/s for oneDNN's fp32 inner
+product on the same products (``make bench`` prints both). oneDNN's inner product is the kernel torch's own compiler calls for
+linear layers on the CPU (``torch.ops.mkldnn._linear_pointwise``); it takes ordinary strided tensors, returns an
+ordinary tensor, and computes in fp32 throughout (no reduced-precision mode is set), so its results differ from
+MKL's only in the order of the sums. It has no autograd formula of its own:
 - ``linear`` is F.linear with one: its backward pass is two more oneDNN products (the models' projections and MLPs,
   odebook.nn.attention; ``Linear`` is nn.Linear through it);
 - ``mm`` and ``addmm_`` are for code that forms its own gradients (the sliced head, odebook.nn.linear_ce).
 
-All three fall back to torch off the CPU, for products under MIN_MACS multiply-adds, for other dtypes, under autocast, under torch.func's transforms (jacrev in
-odebook.dynamics), without oneDNN, or with ``USE_ONEDNN = False`` (the bench's side-by-side row); ``mm`` and
-``addmm_`` also where autograd would record them. tests/test_gemm.py holds all three to torch.
+All three fall back to torch off the CPU, for products under MIN_MACS multiply-adds, for other dtypes, under
+autocast, under torch.func's transforms (jacrev in odebook.dynamics), without oneDNN, or with ``USE_ONEDNN = False``
+(the bench's side-by-side row); ``mm`` and ``addmm_`` also where autograd would record them. tests/test_gemm.py
+holds all three to fp64 products and F.linear.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ __all__ = ["Linear", "linear", "mm", "addmm_", "onednn_available", "USE_ONEDNN"]
 USE_ONEDNN = True  # the switch the bench turns off to time torch's GEMM in the same run
 # Smaller products (multiply-adds n·k·m) go to torch. A decoding step's one-row product through a 256 × 1024 layer
 # takes ~15 µs there against ~20 µs through oneDNN and its autograd wrapper; 8 rows of 256 × 768 (1.6 M) are 1.3×
-# faster through oneDNN, ~2× from 64 rows, and the one-row GPT-2 head (13 M) 1.4× (2 cores, caches flushed for the head)
+# faster through oneDNN, ~2× from 64 rows, and the one-row GPT-2 head (13 M) 1.4× (2 cores; the head's caches
+# flushed between calls, as in decoding)
 MIN_MACS = 2**20
 
 

@@ -102,3 +102,47 @@ def test_a_product_under_min_macs_goes_to_torch(backend, monkeypatch):
     few, many = torch.randn(1, 7, 16), torch.randn(1, 8, 16)
     assert gemm.linear(few, w).grad_fn.name() != "_LinearBackward"
     assert (gemm.linear(many, w).grad_fn.name() == "_LinearBackward") == backend
+
+
+def _families():
+    from odebook import models
+    from odebook.params import TIME_INDEXED_MODELS
+
+    V, D, H, T = 61, 32, 4, 24
+    lm = dict(vocab_size=V, d_model=D, n_head=H, max_seq_len=T)
+    out = {"baseline": lambda: models.gpt(**lm, n_layer=4),
+           "hybrid-rk4-adjoint": lambda: models.ode_hybrid(**lm, n_layer=4, ode_layers=[1, 2], control_dim=4,
+                                                           solver="rk4", steps=2, sensitivity="adjoint"),
+           "gdn-swa-state-read": lambda: models.pattern_lm("GGS", **lm, window=8, chunk_size=8, state_read=True)}
+    ti = dict(lm, n_layer=3, n_freq=4, d_emb=8, gate_width=12, d_state=5)
+    out |= {f"02-{name}": (lambda name=name: models.time_indexed(name, **ti)) for name in TIME_INDEXED_MODELS}
+    return V, T, out
+
+
+@pytest.mark.skipif(not gemm.onednn_available(), reason="no oneDNN")
+@pytest.mark.parametrize("family", list(_families()[2]))
+def test_every_model_family_trains_alike_on_either_gemm(family, monkeypatch):
+    """Loss and every parameter's gradient of one training batch agree between oneDNN and torch's GEMM (the order
+    of the sums differs, nothing else): rtol 1e-4 on the loss, gradients within 1e-4 of the largest entry."""
+    from odebook.models import lm_loss
+
+    V, T, families = _families()
+    monkeypatch.setattr(gemm, "MIN_MACS", 0)
+    calls = []
+    inner_product = gemm._inner_product
+    monkeypatch.setattr(gemm, "_inner_product", lambda *args: calls.append(1) or inner_product(*args))
+    x = torch.randint(0, V, (3, T), generator=torch.Generator().manual_seed(0))
+    results = {}
+    for use in (False, True):
+        monkeypatch.setattr(gemm, "USE_ONEDNN", use)
+        torch.manual_seed(0)
+        model = families[family]()
+        loss = lm_loss(model, (x, x.roll(-1, 1)))
+        loss.backward()
+        results[use] = loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    (loss_t, grads_t), (loss_o, grads_o) = results[False], results[True]
+    assert calls  # the oneDNN pass did run oneDNN's products
+    torch.testing.assert_close(loss_o, loss_t, rtol=1e-4, atol=0)
+    assert grads_o.keys() == grads_t.keys() and grads_t
+    for name, g in grads_t.items():
+        torch.testing.assert_close(grads_o[name], g, rtol=0, atol=1e-4 * g.abs().max().item() + 1e-12, msg=name)

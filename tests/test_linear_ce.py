@@ -1,7 +1,15 @@
 import pytest
 import torch
 
+from odebook.nn import gemm
 from odebook.nn.linear_ce import IGNORE_INDEX, linear_cross_entropy, linear_cross_entropy_reference
+
+
+@pytest.fixture(autouse=True)
+def small_products_take_onednn(monkeypatch):
+    """The fp32 cases' small products go through oneDNN where torch has it, as the head's do at real sizes (gemm's
+    size rule would send them to torch); the fp64 cases stay with torch."""
+    monkeypatch.setattr(gemm, "MIN_MACS", 0)
 
 
 def _case(dtype, n=300, d=16, vocab=77, padded=128, seed=0):

@@ -25,11 +25,11 @@ from torch import nn
 __all__ = ["Linear", "linear", "mm", "addmm_", "onednn_available", "USE_ONEDNN"]
 
 USE_ONEDNN = True  # the switch the bench turns off to time torch's GEMM in the same run
-# Smaller products (multiply-adds n·k·m) go to torch. A decoding step's one-row product through a 256 × 1024 layer
-# takes ~15 µs there against ~20 µs through oneDNN and its autograd wrapper; 8 rows of 256 × 768 (1.6 M) are 1.3×
-# faster through oneDNN, ~2× from 64 rows, and the one-row GPT-2 head (13 M) 1.4× (2 cores; the head's caches
-# flushed between calls, as in decoding)
-MIN_MACS = 2**20
+# Smaller products (multiply-adds n·k·m) go to torch, whose call costs less. Through ``linear``, a forward +
+# backward breaks even with F.linear at ~4 Mi multiply-adds (1,024 rows × 64 × 64, or 64 rows × 256 × 256); it takes
+# 1.6× F.linear's time at 1 Mi, and is 1.6× faster at 16 Mi and 1.9× at 64 Mi (2 cores). Decoding's one-row GPT-2
+# head (13 Mi) is 1.4× faster through oneDNN.
+MIN_MACS = 2**22
 
 
 def onednn_available() -> bool:

@@ -4,6 +4,7 @@ import torch
 import ddp_worker
 from odebook import distributed
 from odebook.checkpoint import CheckpointError, load, save
+from odebook.nn import gemm
 
 
 def _same(a, b):
@@ -12,10 +13,13 @@ def _same(a, b):
     assert all(torch.equal(a[3][k], b[3][k]) for k in a[3])
 
 
-def test_an_interrupted_run_resumes_bit_for_bit(tmp_path):
+@pytest.mark.parametrize("min_macs", [gemm.MIN_MACS, 0], ids=["gemm size rule", "every product through oneDNN"])
+def test_an_interrupted_run_resumes_bit_for_bit(tmp_path, monkeypatch, min_macs):
     """Killed after step 7 of 10 (checkpoints every 3 steps: the last one at step 6), then run again with the same
     checkpoint: every loss, gradient norm, evaluation and final weight equals the uninterrupted run's. Dropout is on,
-    so the RNG state must be restored too."""
+    so the RNG state must be restored too. The test model's products are small, so the second case sends them through
+    oneDNN too, as a real model's are."""
+    monkeypatch.setattr(gemm, "MIN_MACS", min_macs)
     path = tmp_path / "run.pt"
     whole = ddp_worker.run(10, dropout=0.1)
     with pytest.raises(ddp_worker.Interrupted):

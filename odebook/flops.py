@@ -12,6 +12,8 @@ from collections.abc import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from odebook.nn import gemm
+
 __all__ = ["count_flops", "forward_flops"]
 
 
@@ -20,27 +22,24 @@ def _inner_product_flops(x_shape, weight_shape) -> int:
     return 2 * math.prod(x_shape) * weight_shape[0]
 
 
-def _custom_flops() -> dict:
-    def in_place_addmm(c, a, b, *args, out_shape=None, **kwargs) -> int:
-        return 2 * a[0] * a[1] * b[1]
+def _in_place_addmm(c, a, b, *args, out_shape=None, **kwargs) -> int:
+    return 2 * a[0] * a[1] * b[1]
 
-    mapping = {torch.ops.aten.addmm_: in_place_addmm}  # keyed by op, not overload: the counter looks them up so
-    try:
-        inner_product = torch.ops.mkldnn._linear_pointwise
-    except (AttributeError, RuntimeError):  # no oneDNN: nothing more to teach
-        return mapping
 
-    def onednn(*args, out_shape=None, **kwargs) -> int:
-        # the default overload's (x, w, b, attr, scalars, algorithm) or .binary's (x, other, w, b, attr)
-        x, w = (args[0], args[1]) if len(args) == 6 else (args[0], args[2])
-        return _inner_product_flops(x, w)
+def _onednn_inner_product(*args, out_shape=None, **kwargs) -> int:
+    # the default overload's (x, w, b, attr, scalars, algorithm) or .binary's (x, other, w, b, attr)
+    x, w = (args[0], args[1]) if len(args) == 6 else (args[0], args[2])
+    return _inner_product_flops(x, w)
 
-    return mapping | {inner_product: onednn}
+
+# keyed by op, not overload: the counter looks them up so
+_CUSTOM_FLOPS = {torch.ops.aten.addmm_: _in_place_addmm} | (
+    {torch.ops.mkldnn._linear_pointwise: _onednn_inner_product} if gemm.onednn_available() else {})
 
 
 def count_flops(fn: Callable[[], object]) -> int:
     """FLOPs executed by ``fn()``."""
-    with FlopCounterMode(display=False, custom_mapping=_custom_flops()) as counter:
+    with FlopCounterMode(display=False, custom_mapping=_CUSTOM_FLOPS) as counter:
         fn()
     return int(counter.get_total_flops())
 

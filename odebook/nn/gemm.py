@@ -52,8 +52,11 @@ def _onednn_applies(macs: int, *tensors: torch.Tensor | None) -> bool:
             and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors if t is not None))
 
 
-def _untracked(*tensors: torch.Tensor) -> bool:
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+def _by_hand(a: torch.Tensor, b: torch.Tensor, *others: torch.Tensor) -> bool:
+    """Whether mm / addmm_ send a @ b (+ others) to oneDNN: the rule above, and no autograd to record it."""
+    tensors = (a, b, *others)
+    return (_onednn_applies(a.numel() * b.shape[1], *tensors)
+            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
 
 
 def _inner_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -66,7 +69,7 @@ class _Linear(torch.autograd.Function):
     def forward(ctx, x, weight, bias):
         rows = x.reshape(-1, x.shape[-1])
         ctx.save_for_backward(rows, weight)
-        ctx.x_shape, ctx.has_bias = x.shape, bias is not None
+        ctx.x_shape = x.shape
         return _inner_product(rows, weight, bias).view(*x.shape[:-1], weight.shape[0])
 
     @staticmethod
@@ -77,7 +80,7 @@ class _Linear(torch.autograd.Function):
         need_x, need_w, need_b = ctx.needs_input_grad
         grad_x = _inner_product(grad_rows, weight.t()).view(ctx.x_shape) if need_x else None  # grad_y @ W
         grad_w = _inner_product(grad_rows.t(), rows.t()) if need_w else None  # grad_yᵀ @ x: [out, in]
-        grad_b = grad_rows.sum(0) if need_b and ctx.has_bias else None
+        grad_b = grad_rows.sum(0) if need_b else None  # need_b is False when bias is None
         return grad_x, grad_w, grad_b
 
 
@@ -97,7 +100,7 @@ class Linear(nn.Linear):
 
 def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """a @ b for 2-d a [n, k] and b [k, m]."""
-    if _onednn_applies(a.numel() * b.shape[1], a, b) and _untracked(a, b):
+    if _by_hand(a, b):
         return _inner_product(a, b.t())
     return a @ b
 
@@ -108,7 +111,7 @@ def addmm_(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: float = 1
     product cannot write into an existing one — rebind the name: ``c = addmm_(c, a, b)``."""
     if beta not in (0.0, 1.0):
         raise ValueError(f"gemm.addmm_: beta must be 0 or 1, got {beta}")
-    if _onednn_applies(a.numel() * b.shape[1], a, b, c) and _untracked(a, b, c):
+    if _by_hand(a, b, c):
         if beta == 0.0:
             return _inner_product(a, b.t())
         return torch.ops.mkldnn._linear_pointwise.binary(a, c, b.t(), None, "add")

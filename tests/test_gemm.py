@@ -104,6 +104,28 @@ def test_a_product_under_min_macs_goes_to_torch(backend, monkeypatch):
     assert (gemm.linear(many, w).grad_fn.name() == "_LinearBackward") == backend
 
 
+def test_without_autograd_a_large_weight_goes_to_onednn_whatever_the_rows(backend, monkeypatch):
+    """Decoding's one-row products: under no_grad a weight of MIN_WEIGHT elements takes oneDNN's kernel directly
+    (no autograd node), equal to F.linear; a smaller weight, or the same product under autograd, stays with torch."""
+    monkeypatch.setattr(gemm, "MIN_MACS", 2**40)  # only the weight rule can send these products to oneDNN
+    monkeypatch.setattr(gemm, "MIN_WEIGHT", 48 * 64)
+    calls = []
+    inner_product = gemm._inner_product
+    monkeypatch.setattr(gemm, "_inner_product", lambda *args: calls.append(1) or inner_product(*args))
+    g = torch.Generator().manual_seed(3)
+    x, w, b = torch.randn(1, 1, 64, generator=g), torch.randn(48, 64, generator=g), torch.randn(48, generator=g)
+    with torch.no_grad():
+        out = gemm.linear(x, w, b)
+        assert out.shape == (1, 1, 48) and out.grad_fn is None
+        assert len(calls) == backend  # the weight rule sent it to oneDNN exactly when switched on
+        torch.testing.assert_close(out, torch.nn.functional.linear(x, w, b), **TOL)
+        gemm.linear(x[..., :32], w[:-1, :32], b[:-1])  # a weight under MIN_WEIGHT
+        assert len(calls) == backend
+    w.requires_grad_()
+    assert gemm.linear(x, w, b).grad_fn.name() != "_LinearBackward"  # recorded: the rule of MIN_MACS alone
+    assert len(calls) == backend
+
+
 def _families():
     from odebook import models
     from odebook.params import TIME_INDEXED_MODELS

@@ -10,7 +10,8 @@ MKL's only in the order of the sums. It has no autograd formula of its own:
   odebook.nn.attention; ``Linear`` is nn.Linear through it);
 - ``mm`` and ``addmm_`` are for code that forms its own gradients (the sliced head, odebook.nn.linear_ce).
 
-All three fall back to torch off the CPU, for products under MIN_MACS multiply-adds, for other dtypes, under
+All three fall back to torch off the CPU, for products under MIN_MACS multiply-adds (``linear`` without autograd:
+and weights under MIN_WEIGHT elements), for other dtypes, under
 autocast, under torch.func's transforms (jacrev in odebook.dynamics), without oneDNN, or with ``USE_ONEDNN = False``
 (the bench's side-by-side row); ``mm`` and ``addmm_`` also where autograd would record them. tests/test_gemm.py
 holds all three to fp64 products and F.linear.
@@ -30,6 +31,12 @@ USE_ONEDNN = True  # the switch the bench turns off to time torch's GEMM in the 
 # 1.6× F.linear's time at 1 Mi, and is 1.6× faster at 16 Mi and 1.9× at 64 Mi (2 cores). Decoding's one-row GPT-2
 # head (13 Mi) is 1.4× faster through oneDNN.
 MIN_MACS = 2**22
+# Without autograd, a weight of MIN_WEIGHT elements or more also goes to oneDNN, whatever the rows. A product of few
+# rows (decoding's one) is bound by reading its weight from memory, which oneDNN spreads over both cores and torch's
+# GEMM does not: one row by a 256 × 768 weight not in cache takes 35 µs against 63 µs; by 256 × 256, 20 against 24
+# (2 cores). oneDNN's call costs ~14 µs, so smaller weights stay with torch. With a backward pass the rule of
+# MIN_MACS alone holds: there a few-row product came out either way.
+MIN_WEIGHT = 2**17
 
 
 def onednn_available() -> bool:
@@ -46,17 +53,22 @@ def onednn_available() -> bool:
 _AVAILABLE = onednn_available()
 
 
-def _onednn_applies(macs: int, *tensors: torch.Tensor | None) -> bool:
-    return (USE_ONEDNN and _AVAILABLE and macs >= MIN_MACS and not torch.is_autocast_enabled("cpu")
+def _onednn_applies(large: bool, *tensors: torch.Tensor | None) -> bool:
+    """Whether a product that is ``large`` by the size rules above goes to oneDNN."""
+    return (USE_ONEDNN and _AVAILABLE and large and not torch.is_autocast_enabled("cpu")
             and not torch._C._are_functorch_transforms_active()
             and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors if t is not None))
 
 
+def _recorded(*tensors: torch.Tensor | None) -> bool:
+    """Whether autograd would record an operation on these tensors."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
 def _by_hand(a: torch.Tensor, b: torch.Tensor, *others: torch.Tensor) -> bool:
-    """Whether mm / addmm_ send a @ b (+ others) to oneDNN: the rule above, and no autograd to record it."""
+    """Whether mm / addmm_ send a @ b (+ others) to oneDNN: MIN_MACS, and no autograd to record it."""
     tensors = (a, b, *others)
-    return (_onednn_applies(a.numel() * b.shape[1], *tensors)
-            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
+    return _onednn_applies(a.numel() * b.shape[1] >= MIN_MACS, *tensors) and not _recorded(*tensors)
 
 
 def _inner_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -64,13 +76,17 @@ def _inner_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
+def _linear_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """F.linear's forward by oneDNN, for x [..., in]."""
+    return _inner_product(x.reshape(-1, x.shape[-1]), weight, bias).view(*x.shape[:-1], weight.shape[0])
+
+
 class _Linear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
-        rows = x.reshape(-1, x.shape[-1])
-        ctx.save_for_backward(rows, weight)
+        ctx.save_for_backward(x.reshape(-1, x.shape[-1]), weight)
         ctx.x_shape = x.shape
-        return _inner_product(rows, weight, bias).view(*x.shape[:-1], weight.shape[0])
+        return _linear_forward(x, weight, bias)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -86,9 +102,11 @@ class _Linear(torch.autograd.Function):
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """F.linear(x, weight, bias): x [..., in], weight [out, in], bias [out]; differentiable in all three."""
-    if _onednn_applies(x.numel() * weight.shape[0], x, weight, bias):
-        return _Linear.apply(x, weight, bias)
-    return F.linear(x, weight, bias)
+    recorded = _recorded(x, weight, bias)
+    large = x.numel() * weight.shape[0] >= MIN_MACS or (not recorded and weight.numel() >= MIN_WEIGHT)
+    if not _onednn_applies(large, x, weight, bias):
+        return F.linear(x, weight, bias)
+    return _Linear.apply(x, weight, bias) if recorded else _linear_forward(x, weight, bias)
 
 
 class Linear(nn.Linear):

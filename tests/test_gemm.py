@@ -58,12 +58,13 @@ def test_falls_back_to_torch_where_autograd_records_or_the_dtype_is_not_fp32(bac
 
 
 @pytest.mark.parametrize("bias", [True, False])
-def test_linear_and_its_gradients_equal_f_linear(backend, bias):
+@pytest.mark.parametrize("d_in, d_out", [(64, 96), (96, 64)])  # the weight gradient's two orientations
+def test_linear_and_its_gradients_equal_f_linear(backend, bias, d_in, d_out):
     g = torch.Generator().manual_seed(2)
-    x = torch.randn(3, 50, 64, generator=g, dtype=torch.float64)
-    w = torch.randn(96, 64, generator=g, dtype=torch.float64) / 8
-    b = torch.randn(96, generator=g, dtype=torch.float64) if bias else None
-    grad_y = torch.randn(3, 50, 96, generator=g, dtype=torch.float64)
+    x = torch.randn(3, 50, d_in, generator=g, dtype=torch.float64)
+    w = torch.randn(d_out, d_in, generator=g, dtype=torch.float64) / 8
+    b = torch.randn(d_out, generator=g, dtype=torch.float64) if bias else None
+    grad_y = torch.randn(3, 50, d_out, generator=g, dtype=torch.float64)
     leaves = [t.requires_grad_() for t in (x, w, b) if t is not None]
     ref = torch.nn.functional.linear(x, w, b)
     ref_grads = torch.autograd.grad(ref, leaves, grad_y)

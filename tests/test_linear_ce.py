@@ -46,6 +46,19 @@ def test_sliced_head_loss_scales_with_the_incoming_gradient_and_evaluates_withou
                                    linear_cross_entropy_reference(h, w, y, vocab_size=vocab))
 
 
+def test_sliced_head_loss_refuses_a_second_backward_through_the_same_graph():
+    """Its gradients are handed over in the first backward pass (no copy); a second one says so instead of
+    returning wrong gradients."""
+    h, w, y, vocab = _case(torch.float64)
+    loss = linear_cross_entropy(h, w, y, vocab_size=vocab, chunk_rows=50)
+    loss.backward(retain_graph=True)
+    first = w.grad.clone()
+    torch.testing.assert_close(first, torch.autograd.grad(linear_cross_entropy_reference(h, w, y, vocab_size=vocab),
+                                                          w)[0])
+    with pytest.raises(RuntimeError, match="second backward pass"):
+        loss.backward()
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_sliced_head_loss_is_exact_where_the_target_probability_underflows(dtype):
     """Targets far below the best logit (probability < the dtype's smallest normal, loss in the hundreds) still give

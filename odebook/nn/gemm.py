@@ -76,9 +76,11 @@ def _inner_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
-def _linear_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """F.linear's forward by oneDNN, for x [..., in]."""
-    return _inner_product(x.reshape(-1, x.shape[-1]), weight, bias).view(*x.shape[:-1], weight.shape[0])
+def _linear_forward(x: torch.Tensor, weight: torch.Tensor,
+                    bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """F.linear's forward by oneDNN, for x [..., in]: (x's rows [n, in], the output [..., out])."""
+    rows = x.reshape(-1, x.shape[-1])
+    return rows, _inner_product(rows, weight, bias).view(*x.shape[:-1], weight.shape[0])
 
 
 def _weight_gradient(grad_rows: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -93,9 +95,10 @@ def _weight_gradient(grad_rows: torch.Tensor, rows: torch.Tensor) -> torch.Tenso
 class _Linear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
-        ctx.save_for_backward(x.reshape(-1, x.shape[-1]), weight)
+        rows, out = _linear_forward(x, weight, bias)
+        ctx.save_for_backward(rows, weight)
         ctx.x_shape = x.shape
-        return _linear_forward(x, weight, bias)
+        return out
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -115,7 +118,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     large = x.numel() * weight.shape[0] >= MIN_MACS or (not recorded and weight.numel() >= MIN_WEIGHT)
     if not _onednn_applies(large, x, weight, bias):
         return F.linear(x, weight, bias)
-    return _Linear.apply(x, weight, bias) if recorded else _linear_forward(x, weight, bias)
+    return _Linear.apply(x, weight, bias) if recorded else _linear_forward(x, weight, bias)[1]
 
 
 class Linear(nn.Linear):

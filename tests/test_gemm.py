@@ -14,6 +14,15 @@ def backend(request, monkeypatch):
     return request.param
 
 
+@pytest.fixture
+def onednn_calls(monkeypatch):
+    """The list that grows by one at each product oneDNN computes."""
+    calls = []
+    inner_product = gemm._inner_product
+    monkeypatch.setattr(gemm, "_inner_product", lambda *args: calls.append(1) or inner_product(*args))
+    return calls
+
+
 def _operands(n, k, m, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(n, k, generator=g), torch.randn(k, m, generator=g), torch.randn(n, m, generator=g)
@@ -105,26 +114,23 @@ def test_a_product_under_min_macs_goes_to_torch(backend, monkeypatch):
     assert (gemm.linear(many, w).grad_fn.name() == "_LinearBackward") == backend
 
 
-def test_without_autograd_a_large_weight_goes_to_onednn_whatever_the_rows(backend, monkeypatch):
+def test_without_autograd_a_large_weight_goes_to_onednn_whatever_the_rows(backend, monkeypatch, onednn_calls):
     """Decoding's one-row products: under no_grad a weight of MIN_WEIGHT elements takes oneDNN's kernel directly
     (no autograd node), equal to F.linear; a smaller weight, or the same product under autograd, stays with torch."""
     monkeypatch.setattr(gemm, "MIN_MACS", 2**40)  # only the weight rule can send these products to oneDNN
     monkeypatch.setattr(gemm, "MIN_WEIGHT", 48 * 64)
-    calls = []
-    inner_product = gemm._inner_product
-    monkeypatch.setattr(gemm, "_inner_product", lambda *args: calls.append(1) or inner_product(*args))
     g = torch.Generator().manual_seed(3)
     x, w, b = torch.randn(1, 1, 64, generator=g), torch.randn(48, 64, generator=g), torch.randn(48, generator=g)
     with torch.no_grad():
         out = gemm.linear(x, w, b)
         assert out.shape == (1, 1, 48) and out.grad_fn is None
-        assert len(calls) == backend  # the weight rule sent it to oneDNN exactly when switched on
+        assert len(onednn_calls) == backend  # the weight rule sent it to oneDNN exactly when switched on
         torch.testing.assert_close(out, torch.nn.functional.linear(x, w, b), **TOL)
         gemm.linear(x[..., :32], w[:-1, :32], b[:-1])  # a weight under MIN_WEIGHT
-        assert len(calls) == backend
+        assert len(onednn_calls) == backend
     w.requires_grad_()
     assert gemm.linear(x, w, b).grad_fn.name() != "_LinearBackward"  # recorded: the rule of MIN_MACS alone
-    assert len(calls) == backend
+    assert len(onednn_calls) == backend
 
 
 def _families():
@@ -144,16 +150,13 @@ def _families():
 
 @pytest.mark.skipif(not gemm.onednn_available(), reason="no oneDNN")
 @pytest.mark.parametrize("family", list(_families()[2]))
-def test_every_model_family_trains_alike_on_either_gemm(family, monkeypatch):
+def test_every_model_family_trains_alike_on_either_gemm(family, monkeypatch, onednn_calls):
     """Loss and every parameter's gradient of one training batch agree between oneDNN and torch's GEMM (the order
     of the sums differs, nothing else): rtol 1e-4 on the loss, gradients within 1e-4 of the largest entry."""
     from odebook.models import lm_loss
 
     V, T, families = _families()
     monkeypatch.setattr(gemm, "MIN_MACS", 0)
-    calls = []
-    inner_product = gemm._inner_product
-    monkeypatch.setattr(gemm, "_inner_product", lambda *args: calls.append(1) or inner_product(*args))
     x = torch.randint(0, V, (3, T), generator=torch.Generator().manual_seed(0))
     results = {}
     for use in (False, True):
@@ -164,7 +167,7 @@ def test_every_model_family_trains_alike_on_either_gemm(family, monkeypatch):
         loss.backward()
         results[use] = loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     (loss_t, grads_t), (loss_o, grads_o) = results[False], results[True]
-    assert calls  # the oneDNN pass did run oneDNN's products
+    assert onednn_calls  # the oneDNN pass did run oneDNN's products
     torch.testing.assert_close(loss_o, loss_t, rtol=1e-4, atol=0)
     assert grads_o.keys() == grads_t.keys() and grads_t
     for name, g in grads_t.items():

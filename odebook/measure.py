@@ -2,8 +2,9 @@
 backpropagation, function evaluations, and the speed of cached against recomputed generation.
 
 Peak memory on CUDA is torch's allocator peak; on the CPU, where torch keeps no such counter, it is the running
-sum of the profiler's per-operator allocations and frees (``profile_memory``), taken at operator granularity. Both
-count only what the measured function allocates beyond what was already allocated (weights, optimizer state).
+sum of every allocation and free the profiler records (``profile_memory``), in the order they happened — also those
+inside an operation, such as a custom autograd Function's temporaries. Both count only what the measured function
+allocates beyond what was already allocated (weights, optimizer state).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 import torch
 from torch import nn
+from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
 
 from odebook.models import LM, generate, lm_loss, ode_blocks
@@ -37,10 +39,17 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
         return torch.cuda.max_memory_allocated(device) - before
     with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
+    # Each allocation and free is a node of the profiler's event tree, timed, at whatever depth it happened (the
+    # per-operator totals of prof.events() net out a temporary that an operation frees before it returns).
+    changes, nodes = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while nodes:
+        node = nodes.pop()
+        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
+            changes.append((node.start_time_ns, node.extra_fields.alloc_size))
+        nodes.extend(node.children)
     current = peak = 0
-    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
-        # allocations inside an operator are its self usage; frees outside any operator are "[memory]" events
-        current += event.cpu_memory_usage if event.name == "[memory]" else event.self_cpu_memory_usage
+    for _, size in sorted(changes, key=lambda change: change[0]):
+        current += size
         peak = max(peak, current)
     return peak
 

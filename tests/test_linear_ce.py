@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from odebook.nn import gemm
+from odebook.measure import peak_memory
+from odebook.nn import gemm, linear_ce
 from odebook.nn.linear_ce import IGNORE_INDEX, linear_cross_entropy, linear_cross_entropy_reference
 
 
@@ -74,3 +75,22 @@ def test_sliced_head_loss_is_exact_where_the_target_probability_underflows(dtype
     torch.testing.assert_close(out, ref, rtol=1e-6, atol=0)
     torch.testing.assert_close(gh, ref_gh, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(gw, ref_gw, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_sliced_head_holds_one_slice_of_logits_at_a_time(grad, monkeypatch):
+    """Training (forward + backward) and evaluation alike: the peak is one slice of SLICE_ELEMENTS logits (the softmax
+    overwrites them; the slice before is gone), plus the gradients' few kB and oneDNN's workspace (~0.5 MB here) —
+    not one matrix for the logits, one for their softmax and one left over from the slice before (3 slices)."""
+    monkeypatch.setattr(linear_ce, "SLICE_ELEMENTS", 2**20)  # 4 MiB of fp32 logits; 1,024 × 4,096 logits: 4 slices
+    h, w, y, vocab = _case(torch.float32, n=1024, d=4, vocab=4000, padded=4096)
+    y[::7] = 0  # every row counts: the slices are the full SLICE_ELEMENTS
+
+    def loss():
+        out = linear_cross_entropy(h, w, y, vocab_size=vocab)
+        if grad:
+            out.backward()
+
+    with torch.set_grad_enabled(grad):
+        peak = peak_memory(loss, torch.device("cpu"))
+    assert 2**22 <= peak < 1.25 * 2**22

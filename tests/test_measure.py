@@ -23,6 +23,24 @@ def test_cpu_peak_memory_counts_what_the_function_holds_at_once():
     assert peak_memory(one_after_another, torch.device("cpu")) == pytest.approx(4_000_000, rel=0.01)
 
 
+def test_cpu_peak_memory_counts_what_an_operation_frees_inside_itself():
+    """A temporary that a custom autograd Function allocates and frees before it returns (as the sliced head, the
+    adjoint and the reversible backward do) counts at its peak, in the forward and in the backward pass."""
+    class Temporary(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x + torch.ones(1000, 1000).sum()  # 4,000,000 bytes, freed before forward returns
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * torch.ones(1000, 1500).mean()  # 6,000,000 bytes, freed before backward returns
+
+    x = torch.zeros(10, requires_grad=True)
+    assert peak_memory(lambda: Temporary.apply(x), torch.device("cpu")) == pytest.approx(4_000_000, rel=0.01)
+    assert peak_memory(lambda: Temporary.apply(x).sum().backward(),
+                       torch.device("cpu")) == pytest.approx(6_000_000, rel=0.01)
+
+
 def build(method, steps):
     seed_everything(0)
     return models.ode_hybrid(**SHAPE, ode_layers=[1], solver="midpoint", steps=steps, sensitivity=method)

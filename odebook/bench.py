@@ -5,8 +5,10 @@ odebook.nn.gemm gives the models on the CPU), then for the baseline and the ODE 
 (forward, backward, clipping, AdamW): with the sliced and the plain head, with oneDNN and with torch's GEMM, with and
 without denormal flushing and with and without the allocator settings of ``odebook.runtime.ALLOCATOR_ENV``; and
 model-FLOPs utilisation: the model's FLOPs per step (torch.utils.flop_counter) per second, divided by the faster of
-the two matmul rates. Each row runs in its own worker process, because
-glibc reads its allocator settings at process start; timings are medians over steps after warm-up.
+the two matmul rates as measured in the row's own worker just before and just after its timed steps (their mean): a
+rate measured once at the start of the run swung by ±7 % between consecutive processes on these shared machines,
+and the step's time moves with it. Each row runs in its own worker process, because glibc reads its allocator
+settings at process start; timings are medians over steps after warm-up.
 
 Gated delta rule: forward + backward time of the chunked pure-PyTorch form against the reference loop for
 T ∈ {256, 1024, 4096} (batch 2, 4 heads, K = V = 64, chunk 64).
@@ -45,7 +47,7 @@ from odebook.params import TIME_INDEXED_MODELS, GradientFlowParams, ODESolverPar
 from odebook.runtime import ALLOCATOR_ENV, Precision, seed_everything
 from odebook.train import TrainConfig, train
 
-__all__ = ["matmul_flops", "onednn_matmul_flops", "step_flops", "step_times", "main"]
+__all__ = ["matmul_flops", "onednn_matmul_flops", "reference_flops", "step_flops", "step_times", "main"]
 
 # The shapes are the studies' own t4 defaults (their parameter schemas), not copies.
 GPT2_VOCAB = 50257
@@ -91,6 +93,16 @@ def onednn_matmul_flops(n: int = 2048, repeats: int = 10) -> float | None:
     return 2 * n**3 / _median_time(lambda: gemm.mm(a, b), repeats)
 
 
+def reference_flops() -> float:
+    """The MFU reference: the faster of the two rates above, measured now (oneDNN's also where the step runs on
+    torch's GEMM)."""
+    use, gemm.USE_ONEDNN = gemm.USE_ONEDNN, True
+    try:
+        return max(matmul_flops(), onednn_matmul_flops() or 0.0)
+    finally:
+        gemm.USE_ONEDNN = use
+
+
 def _median_time(fn, repeats: int) -> float:
     fn()
     times = []
@@ -129,7 +141,9 @@ def _worker(model_name: str, flush: bool, head: str, use_onednn: bool, steps: in
     seed_everything(0)
     model = BUILDERS[model_name]()
     flops, peak = step_flops(model, LOSSES[head])
-    return {"flops": flops, "peak": peak, "times": step_times(model, steps, warmup, flush, LOSSES[head])}
+    before = reference_flops()
+    times = step_times(model, steps, warmup, flush, LOSSES[head])
+    return {"flops": flops, "peak": peak, "times": times, "reference": (before + reference_flops()) / 2}
 
 
 T4_02 = TimeIndexedParams()
@@ -219,10 +233,10 @@ def bench_01(steps: int, warmup: int) -> None:
     if onednn is not None:
         print(f"the same product through oneDNN's inner product (odebook.nn.gemm): {onednn / 1e9:.1f} GFLOP/s "
               f"({onednn / torch_rate:.2f}× torch's)")
-    peak = max(torch_rate, onednn or 0.0)
-    print(f"MFU below is against the faster of the two, {peak / 1e9:.1f} GFLOP/s")
+    print("MFU below is against the faster of the two, measured again in each row's worker just before and after "
+          "its timed steps (mean: 'ref')")
     print(f"{'configuration':50s} {'GFLOP/step':>10s} {'peak MiB':>9s} {'ms/step':>8s} {'min–max ms':>12s} "
-          f"{'MFU':>6s}", flush=True)
+          f"{'ref GFLOP/s':>11s} {'MFU':>6s}", flush=True)
     median, mem = {}, {}
     for label, model_name, flush, tuned, head, kernel in ROWS:
         r = _in_worker([model_name, "flush" if flush else "noflush", head, kernel], tuned,
@@ -230,7 +244,8 @@ def bench_01(steps: int, warmup: int) -> None:
         med = median[label] = statistics.median(r["times"])
         mem[label] = r["peak"]
         print(f"{label:50s} {r['flops'] / 1e9:10.1f} {r['peak'] / 2**20:9.0f} {1000 * med:8.0f} "
-              f"{1000 * min(r['times']):5.0f}–{1000 * max(r['times']):<6.0f} {r['flops'] / med / peak:6.1%}",
+              f"{1000 * min(r['times']):5.0f}–{1000 * max(r['times']):<6.0f} {r['reference'] / 1e9:11.1f} "
+              f"{r['flops'] / med / r['reference']:6.1%}",
               flush=True)
     base = median[ROWS[0][0]]
     print(f"sliced head: {mem[ROWS[1][0]] / mem[ROWS[0][0]]:.2f}× less peak memory of a step's forward + backward, "

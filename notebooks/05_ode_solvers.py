@@ -192,8 +192,9 @@ with pd.option_context("display.float_format", "{:.3g}".format):
 # ## Sensitivity methods against the number of steps
 # One training step (forward + backward) of the hybrid with `sweep_solver` at each number of steps and each method,
 # all with the trained weights of the `generation_solver` hybrid (seed `seed`), on one training batch. Peak memory
-# is what the step allocates beyond the weights (CUDA: the allocator's peak; CPU: the profiler's running total of
-# allocations). The gradient error is relative to direct backpropagation at the same number of steps; in float32,
+# is what the step allocates beyond the weights (CUDA: the allocator's peak; CPU: the running total of every
+# allocation and free the profiler records, in time order, also inside the adjoint's and the reversible backward's
+# own operations). The gradient error is relative to direct backpropagation at the same number of steps; in float32,
 # round-off alone puts it near 1e-7.
 
 # %%

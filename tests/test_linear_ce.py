@@ -75,6 +75,9 @@ def test_sliced_head_loss_is_exact_where_the_target_probability_underflows(dtype
     torch.testing.assert_close(out, ref, rtol=1e-6, atol=0)
     torch.testing.assert_close(gh, ref_gh, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(gw, ref_gw, rtol=1e-5, atol=1e-5)
+    with torch.no_grad():  # evaluation reads the same softmax
+        torch.testing.assert_close(linear_cross_entropy(h, w, y, vocab_size=vocab, chunk_rows=32), ref, rtol=1e-6,
+                                   atol=0)
 
 
 @pytest.mark.parametrize("grad", [True, False])

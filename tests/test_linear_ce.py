@@ -47,6 +47,17 @@ def test_sliced_head_loss_scales_with_the_incoming_gradient_and_evaluates_withou
                                    linear_cross_entropy_reference(h, w, y, vocab_size=vocab))
 
 
+def test_sliced_head_loss_of_a_batch_without_a_counted_token_is_zero_and_so_are_its_gradients():
+    """Every target padding: loss 0 and zero gradients (the plain path's mean over no token is NaN), not whatever the
+    weight gradient's uninitialised memory held."""
+    h, w, y, vocab = _case(torch.float32)
+    y[:] = IGNORE_INDEX
+    loss = linear_cross_entropy(h, w, y, vocab_size=vocab)
+    loss.backward()
+    assert loss.item() == 0
+    assert h.grad.abs().max() == 0 and w.grad.abs().max() == 0
+
+
 def test_sliced_head_loss_refuses_a_second_backward_through_the_same_graph():
     """Its gradients are handed over in the first backward pass (no copy); a second one says so instead of
     returning wrong gradients."""

@@ -61,39 +61,47 @@ def _token_loss(p_target: torch.Tensor, h: torch.Tensor, w: torch.Tensor, target
     return loss
 
 
-class _LinearCrossEntropy(torch.autograd.Function):
-    @staticmethod
-    @torch.amp.custom_fwd(device_type="cuda")
-    def forward(ctx, h, weight, targets, vocab_size: int, ignore_index: int, chunk_rows: int):
-        w = weight[:, :vocab_size]
-        valid = targets != ignore_index
-        acc = torch.promote_types(h.dtype, torch.float32)  # the softmax and the sums in at least fp32
-        n_valid = valid.sum().clamp(min=1).to(acc)
-        loss = torch.zeros((), dtype=acc, device=h.device)
+def _sliced(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, vocab_size: int, chunk_rows: int, *,
+            gradients: bool) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+    """The mean loss over the rows of h, all of which count, slice by slice of ``chunk_rows``; with ``gradients``, also
+    its gradients with respect to h and weight, formed in the same pass (no rows: loss 0, gradients 0)."""
+    acc = torch.promote_types(h.dtype, torch.float32)  # the softmax and the sums in at least fp32
+    n = torch.tensor(max(h.shape[0], 1), dtype=acc, device=h.device)
+    w = weight[:, :vocab_size]
+    loss = torch.zeros((), dtype=acc, device=h.device)
+    if gradients:
         grad_h = torch.empty_like(h)
-        grad_w = torch.empty_like(weight, dtype=acc)  # summed over the slices; the first one writes it whole
+        # summed over the slices, the first of which writes it whole (beta 0 below: no zero-fill); with no slice, 0
+        grad_w = (torch.empty_like if h.shape[0] else torch.zeros_like)(weight, dtype=acc)
         # Under fp16 autocast the matmul for grad_h rounds softmax − one-hot to fp16, whose subnormals (< 6e-5) would
-        # swallow most of a 50k-way softmax; lifted by 2^10 first and scaled back after (exact in binary floating point).
+        # swallow most of a 50k-way softmax; lifted by 2^10 first and scaled back after (exact in binary floating
+        # point).
         half = h.dtype == torch.float16 or (torch.is_autocast_enabled(h.device.type)
                                             and torch.get_autocast_dtype(h.device.type) == torch.float16)
         lift = 1024.0 if half else 1.0
-        for start in range(0, h.shape[0], chunk_rows):
-            rows = slice(start, start + chunk_rows)
-            hc, tc, vc = h[rows], targets[rows], valid[rows]
-            safe = tc.masked_fill(~vc, 0)
-            picked = torch.arange(len(tc), device=h.device), safe
-            g = _probabilities(hc, weight, vocab_size, acc)  # [n, V_padded]; the spare columns' gradient is 0
-            loss += (_token_loss(g[picked], hc, w, safe, acc) * vc).sum()
-            # d(token loss)/d logits = softmax − one-hot; the row scale 1/n_valid (0 on padding) goes on the small factors
-            g[picked] -= 1.0
+        scale = 1 / n  # the mean's, on the small factors
+    for start in range(0, h.shape[0], chunk_rows):
+        rows = slice(start, start + chunk_rows)
+        hc, tc = h[rows], targets[rows]
+        picked = torch.arange(len(tc), device=h.device), tc
+        g = _probabilities(hc, weight, vocab_size, acc)  # [n, V_padded]; the spare columns' gradient is 0
+        loss += _token_loss(g[picked], hc, w, tc, acc).sum()
+        if gradients:
+            g[picked] -= 1.0  # d(token loss)/d logits = softmax − one-hot
             g = g.to(hc.dtype)  # under autocast the matmuls below run in its dtype, like the plain backward
-            scale = (vc / n_valid)[:, None]
             grad_h[rows] = (gemm.mm(g * lift if half else g, weight.t()) * (scale / lift)).to(h.dtype)
-            # the sum over slices happens inside the matmul (beta 0 on the first slice: no zero-fill)
+            # the sum over slices happens inside the matmul
             grad_w = gemm.addmm_(grad_w, (hc * scale).to(g.dtype).t(), g, beta=0.0 if start == 0 else 1.0)
-            del g  # before the next slice's logits
-        ctx.gradients = grad_h, grad_w.to(weight.dtype)  # handed over in backward, not kept (see there)
-        return loss / n_valid
+        del g  # before the next slice's logits
+    return loss / n, (grad_h, grad_w.to(weight.dtype)) if gradients else None
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda")
+    def forward(ctx, h, weight, targets, vocab_size: int, chunk_rows: int):
+        loss, ctx.gradients = _sliced(h, weight, targets, vocab_size, chunk_rows, gradients=True)
+        return loss  # the gradients are handed over in backward, not kept (see there)
 
     @staticmethod
     @torch.amp.custom_bwd(device_type="cuda")
@@ -107,7 +115,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         (grad_h, grad_w), ctx.gradients = ctx.gradients, None
         if grad_out.item() != 1.0:
             grad_h, grad_w = grad_h * grad_out, grad_w * grad_out
-        return grad_h, grad_w, None, None, None, None
+        return grad_h, grad_w, None, None, None
 
 
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, *, vocab_size: int,
@@ -123,14 +131,6 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, targets: torch.T
         n_slices = max(1, -(-h.shape[0] * weight.shape[1] // SLICE_ELEMENTS))
         chunk_rows = max(1, -(-h.shape[0] // n_slices))
     if not (torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad)):
-        with torch.no_grad():  # every row left counts (the padding was dropped above)
-            acc = torch.promote_types(h.dtype, torch.float32)
-            total = torch.zeros((), dtype=acc, device=h.device)
-            for i in range(0, h.shape[0], chunk_rows):
-                hc, tc = h[i:i + chunk_rows], targets[i:i + chunk_rows]
-                p = _probabilities(hc, weight, vocab_size, acc)
-                total += _token_loss(p[torch.arange(len(tc), device=h.device), tc], hc, weight[:, :vocab_size], tc,
-                                     acc).sum()
-                del p  # before the next slice's logits
-            return total / max(h.shape[0], 1)
-    return _LinearCrossEntropy.apply(h, weight, targets, vocab_size, ignore_index, chunk_rows)
+        with torch.no_grad():
+            return _sliced(h, weight, targets, vocab_size, chunk_rows, gradients=False)[0]
+    return _LinearCrossEntropy.apply(h, weight, targets, vocab_size, chunk_rows)

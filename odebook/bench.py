@@ -1,14 +1,15 @@
 """CPU benchmarks at the sources' (t4) shapes, measured side by side in one run (``make bench``).
 
 Study 01: prints the FLOP/s of a large fp32 matmul through torch (MKL) and through oneDNN's inner product (the GEMM
-odebook.nn.gemm gives the models on the CPU), then for the baseline and the ODE hybrid the ms per training step
-(forward, backward, clipping, AdamW): with the sliced and the plain head, with oneDNN and with torch's GEMM, with and
-without denormal flushing and with and without the allocator settings of ``odebook.runtime.ALLOCATOR_ENV``; and
-model-FLOPs utilisation: the model's FLOPs per step (torch.utils.flop_counter) per second, divided by the faster of
-the two matmul rates as measured in the row's own worker just before and just after its timed steps (their mean): a
-rate measured once at the start of the run swung by ±7 % between consecutive processes on these shared machines,
-and the step's time moves with it. Each row runs in its own worker process, because glibc reads its allocator
-settings at process start; timings are medians over steps after warm-up.
+odebook.nn.gemm gives the models on the CPU), and the time of a product whose weight is a column slice of a wider
+matrix (given to oneDNN as it is, and through odebook.nn.gemm, which copies it first); then for the baseline and the
+ODE hybrid the ms per training step (forward, backward, clipping, AdamW): with the sliced and the plain head, with
+oneDNN and with torch's GEMM, with and without denormal flushing and with and without the allocator settings of
+``odebook.runtime.ALLOCATOR_ENV``; and model-FLOPs utilisation: the model's FLOPs per step (torch.utils.flop_counter)
+per second, divided by the faster of the two matmul rates as measured in the row's own worker just before and just
+after its timed steps (their mean): a rate measured once at the start of the run swung by ±7 % between consecutive
+processes on these shared machines, and the step's time moves with it. Each row runs in its own worker process,
+because glibc reads its allocator settings at process start; timings are medians over steps after warm-up.
 
 Gated delta rule: forward + backward time of the chunked pure-PyTorch form against the reference loop for
 T ∈ {256, 1024, 4096} (batch 2, 4 heads, K = V = 64, chunk 64).
@@ -91,6 +92,22 @@ def onednn_matmul_flops(n: int = 2048, repeats: int = 10) -> float | None:
         return None
     a, b = torch.randn(n, n), torch.randn(n, n)
     return 2 * n**3 / _median_time(lambda: gemm.mm(a, b), repeats)
+
+
+@torch.no_grad()
+def weight_layout_times(n: int = 2048, k: int = 256, m: int = 256) -> dict[str, float] | None:
+    """Seconds of one [n, k] × [k, m] product whose weight is a column slice of a wider matrix: oneDNN's kernel
+    given the slice (once: it is that slow), the same through odebook.nn.gemm (which copies it to a plain layout),
+    and a plain weight; None without oneDNN."""
+    if not gemm.onednn_available():
+        return None
+    x, wide = torch.randn(n, k), torch.randn(m, 3 * k)
+    weight = wide[:, k:2 * k]
+    raw = torch.ops.mkldnn._linear_pointwise
+    t0 = time.perf_counter()
+    raw(x, weight, None, "none", [], "")
+    return {"as given": time.perf_counter() - t0, "odebook.nn.gemm": _median_time(lambda: gemm.mm(x, weight.t()), 10),
+            "plain": _median_time(lambda: gemm.mm(x, weight.contiguous().t()), 10)}
 
 
 def reference_flops() -> float:
@@ -233,6 +250,10 @@ def bench_01(steps: int, warmup: int) -> None:
     if onednn is not None:
         print(f"the same product through oneDNN's inner product (odebook.nn.gemm): {onednn / 1e9:.1f} GFLOP/s "
               f"({onednn / torch_rate:.2f}× torch's)")
+    if (layout := rates["weight_layout"]) is not None:
+        print(f"a weight that is a column slice of a wider matrix (2,048 × 256 × 256): oneDNN's kernel as given "
+              f"{1000 * layout['as given']:.0f} ms, through odebook.nn.gemm (copied to a plain layout) "
+              f"{1000 * layout['odebook.nn.gemm']:.2f} ms, a plain weight {1000 * layout['plain']:.2f} ms")
     print("MFU below is against the faster of the two, measured again in each row's worker just before and after "
           "its timed steps (mean: 'ref')")
     print(f"{'configuration':50s} {'GFLOP/step':>10s} {'peak MiB':>9s} {'ms/step':>8s} {'min–max ms':>12s} "
@@ -323,7 +344,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.worker is not None:  # one measurement, printed as JSON for the parent
         if args.worker == ["matmul"]:
-            print(json.dumps({"flops_per_s": matmul_flops(), "onednn_flops_per_s": onednn_matmul_flops()}))
+            print(json.dumps({"flops_per_s": matmul_flops(), "onednn_flops_per_s": onednn_matmul_flops(),
+                              "weight_layout": weight_layout_times()}))
         elif args.worker == ["02"]:
             print(json.dumps(_worker_02(args.steps, args.warmup)))
         elif args.worker == ["05"]:

@@ -5,7 +5,8 @@ about half of the CPU's rate: 180–216 GFLOP/s on two cores, against 380–475 
 product on the same products (``make bench`` prints both). oneDNN's inner product is the kernel torch's own compiler calls for
 linear layers on the CPU (``torch.ops.mkldnn._linear_pointwise``); it takes ordinary strided tensors, returns an
 ordinary tensor, and computes in fp32 throughout (no reduced-precision mode is set), so its results differ from
-MKL's only in the order of the sums. It has no autograd formula of its own:
+MKL's only in the order of the sums. Its weight operand must be row- or column-major without gaps, or it runs
+~2,500× slower; ``_plain`` copies any other view first. It has no autograd formula of its own:
 - ``linear`` is F.linear with one: its backward pass is two more oneDNN products (the models' projections and MLPs,
   odebook.nn.attention; ``Linear`` is nn.Linear through it);
 - ``mm`` and ``addmm_`` are for code that forms its own gradients (the sliced head, odebook.nn.linear_ce).
@@ -71,9 +72,18 @@ def _by_hand(a: torch.Tensor, b: torch.Tensor, *others: torch.Tensor) -> bool:
     return _onednn_applies(a.numel() * b.shape[1] >= MIN_MACS, *tensors) and not _recorded(*tensors)
 
 
+def _plain(weight: torch.Tensor) -> torch.Tensor:
+    """The weight operand of a oneDNN product, row- or column-major without gaps: a plain one as it is, any other
+    view (a column slice of a wider matrix, every other row, an expanded tensor) copied. On such a view oneDNN's
+    inner product takes ~2,500× longer (1.6 s against 0.6 ms for 2,048 × 256 × 256 on 2 cores, ``make bench``) —
+    as the weight gradient of a linear layer whose input is a slice of a wider tensor would. x needs no copy (a
+    strided x runs as fast)."""
+    return weight if weight.is_contiguous() or weight.t().is_contiguous() else weight.contiguous()
+
+
 def _inner_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x @ weight.t() (+ bias) by oneDNN: x [n, k], weight [m, k], either of them may be a transposed view."""
-    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    return torch.ops.mkldnn._linear_pointwise(x, _plain(weight), bias, "none", [], "")
 
 
 def _linear_forward(x: torch.Tensor, weight: torch.Tensor,
@@ -144,5 +154,5 @@ def addmm_(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: float = 1
     if _by_hand(a, b, c):
         if beta == 0.0:
             return _inner_product(a, b.t())
-        return torch.ops.mkldnn._linear_pointwise.binary(a, c, b.t(), None, "add")
+        return torch.ops.mkldnn._linear_pointwise.binary(a, c, _plain(b.t()), None, "add")
     return c.addmm_(a, b, beta=beta)

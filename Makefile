@@ -29,19 +29,19 @@ setup:  ## create .venv (torch pinned first, then odebook[dev]); its Jupyter run
 # The runner exits 2 when a parameter file, the profile or a notebook name is wrong (nothing ran) and 1 when a
 # notebook failed; make itself always exits 2 on an error, so the recipe says which it was (make's "Error N" too).
 run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradient_flow ..."] [FRESH=1: ignore checkpoints]
-	@$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.runner --profile "$(PROFILE)" $(if $(FRESH),--fresh) $(NOTEBOOKS) || \
+	@$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.book.runner --profile "$(PROFILE)" $(if $(FRESH),--fresh) $(NOTEBOOKS) || \
 	{ s=$$?; case $$s in 2) echo "run-all: invalid parameters, profile or notebook name: nothing ran (exit 2)" >&2;; \
 	  1) echo "run-all: a notebook failed; see outputs/$(PROFILE)/index.html (exit 1)" >&2;; esac; exit $$s; }
 
 reports:  ## refresh the committed reference reports: run-all PROFILE=cpu FRESH=1, copy to reports/cpu, README table
 	$(MAKE) run-all PROFILE=cpu FRESH=1
-	$(PY) -m odebook.reports publish --profile cpu
+	$(PY) -m odebook.book.reports publish --profile cpu
 
 check-reports:  ## say which committed reports (reports/<PROFILE>) no longer match the code; never fails for it
-	$(PY) -m odebook.reports check --profile "$(PROFILE)"
+	$(PY) -m odebook.book.reports check --profile "$(PROFILE)"
 
 lab:  ## JupyterLab on notebooks/ with the venv's python3 kernel and the runner's CPU allocator settings
-	env $$($(PY) -c 'from odebook.runtime import ALLOCATOR_ENV as e; print(" ".join(f"{k}={v}" for k, v in e.items()))') \
+	env $$($(PY) -c 'from odebook.training.runtime import ALLOCATOR_ENV as e; print(" ".join(f"{k}={v}" for k, v in e.items()))') \
 		$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks
 
 test:  ## the fast suite: unit tests, references, causality, parameters, pairing (no notebook executions)
@@ -51,12 +51,12 @@ test-all:  ## everything: the fast suite, then the slow tests (smoke execution o
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m pytest
 
 sync:  ## rewrite each notebook's colab cell, pair notebooks/*.py with *.ipynb (jupytext), strip outputs and counts
-	$(PY) -m odebook.colab notebooks
+	$(PY) -m odebook.book.colab notebooks
 	$(VENV)/bin/jupytext --sync notebooks/*.py
 	$(VENV)/bin/jupyter nbconvert --log-level=WARN --clear-output --inplace notebooks/*.ipynb
 
 bench:  ## CPU benchmarks: matmul (torch, oneDNN); 01 step (plain vs sliced head, oneDNN vs torch GEMM: memory, ms, MFU); delta rule; 02; 05 KV cache; DDP
-	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.bench
+	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m benchmarks.bench
 
 clean-outputs:  ## delete outputs/<PROFILE> (PROFILE must be a folder name under params/)
-	$(PY) -m odebook.runner --clean --profile "$(PROFILE)"
+	$(PY) -m odebook.book.runner --clean --profile "$(PROFILE)"

@@ -114,13 +114,16 @@ import pandas as pd
 import torch
 from IPython.display import display
 
-from odebook import data, dynamics, notebook, plots
-from odebook.arms import gradient_flow_arms, layer_groups
-from odebook.experiment import grad_ratios, run_seeds, summarize
+from odebook.data import corpus as data
+from odebook.study import dynamics
+from odebook.book import notebook
+from odebook.book import plots
+from odebook.models.arms import gradient_flow_arms, layer_groups
+from odebook.study.experiment import grad_ratios, run_seeds, summarize
 from odebook.nn.ode import evaluations_per_forward
 from odebook.params import GradientFlowParams
-from odebook.stats import holm_verdicts, mean_ci, paired_test
-from odebook.train import TrainConfig
+from odebook.study.stats import holm_verdicts, mean_ci, paired_test
+from odebook.training.train import TrainConfig
 
 p, out, precision = notebook.start(GradientFlowParams, globals())
 
@@ -218,7 +221,7 @@ display(control_table)
 # For the first seed's hybrid, on `dynamics_sequences` held-out sequences of `dynamics_tokens` tokens: the Jacobian
 # J(t) = ∂f/∂H of the vector field at the states the trajectory reaches, its leading eigenvalue (largest real part)
 # and largest singular value across t, and the finite-time Lyapunov exponent of the whole block,
-# log σ_max(∂H(1)/∂H(0)) (odebook.dynamics; Tong et al. analyse the same quantities). A negative leading real part
+# log σ_max(∂H(1)/∂H(0)) (odebook.study.dynamics; Tong et al. analyse the same quantities). A negative leading real part
 # means the field contracts along every direction of the token's own state; σ_max bounds the local stretching.
 
 # %%

@@ -120,13 +120,16 @@ import numpy as np
 import pandas as pd
 from IPython.display import display
 
-from odebook import data, dynamics, notebook, plots
-from odebook.experiment import compare_to, loss_at_depth, run_seeds, score_test, summarize, tune_lr
-from odebook.models import count_params, time_indexed
+from odebook.data import corpus as data
+from odebook.study import dynamics
+from odebook.book import notebook
+from odebook.book import plots
+from odebook.study.experiment import compare_to, loss_at_depth, run_seeds, score_test, summarize, tune_lr
+from odebook.models.lm import count_params, time_indexed
 from odebook.nn.modulated import modulation_curves
 from odebook.params import TimeIndexedParams
-from odebook.stats import Verdict, holm_verdicts, mean_ci, paired_test
-from odebook.train import TrainConfig
+from odebook.study.stats import Verdict, holm_verdicts, mean_ci, paired_test
+from odebook.training.train import TrainConfig
 
 p, out, precision = notebook.start(TimeIndexedParams, globals())
 print(f"LayerNorms of the gated models: {p.norm}; Tong's time MLPs: {p.tong_time_mlp}")

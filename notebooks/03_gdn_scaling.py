@@ -25,7 +25,7 @@
 # accuracy drop is accuracy minus chance by construction, and "the state carries the answer" cannot fail. We do not
 # report it as evidence. The question a GDN-only stack *can* answer is how many bindings its state holds: here each
 # prompt binds k names to k colours among filler that mentions names and colours too, and asks about one name
-# (odebook.tasks); accuracy is reported against k and against the fact → question distance, beside chance and the
+# (odebook.data.tasks); accuracy is reported against k and against the fact → question distance, beside chance and the
 # best shortcut (copy the most recent / most frequent colour, the latest fact's colour, a bound colour at random),
 # with intervals across seeds. Pairs (name, colour) held out of training are scored as "unseen pairs". The GDN's
 # decay gate starts as fla-core's does (a spread of memory lengths per head, odebook.nn.gdn).
@@ -36,7 +36,7 @@
 # tokens per size (stated), α with its interval and the source's go/no-go rule.
 #
 # The gated delta rule runs as fla-core's kernel on CUDA and as odebook's chunked pure-PyTorch form elsewhere; both
-# are tested against a plain reference loop (tests/test_delta_rule.py), and the mechanism check below repeats that.
+# are tested against a plain reference loop (tests/nn/test_delta_rule.py), and the mechanism check below repeats that.
 
 # %% tags=["colab"]
 # Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
@@ -107,14 +107,18 @@ import torch
 import torch.nn.functional as F
 from IPython.display import display
 
-from odebook import data, notebook, plots, retrieval, tasks
-from odebook.experiment import run_seeds, score_test, summarize, train_once, tune_lr
-from odebook.models import param_groups, pattern_lm
+from odebook.data import corpus as data
+from odebook.book import notebook
+from odebook.book import plots
+from odebook.study import retrieval
+from odebook.data import tasks
+from odebook.study.experiment import run_seeds, score_test, summarize, train_once, tune_lr
+from odebook.models.lm import param_groups, pattern_lm
 from odebook.nn.delta_rule import fla_kernel, gated_delta_rule_chunked, gated_delta_rule_reference
 from odebook.params import GDNScalingParams
-from odebook.runtime import seed_everything
-from odebook.stats import Interval, Verdict, decide, holm_verdicts, paired_test, power_law_fit
-from odebook.train import TrainConfig
+from odebook.training.runtime import seed_everything
+from odebook.study.stats import Interval, Verdict, decide, holm_verdicts, paired_test, power_law_fit
+from odebook.training.train import TrainConfig
 
 p, out, precision = notebook.start(GDNScalingParams, globals())
 tok = data.get_tokenizer(p.tokenizer)

@@ -29,7 +29,7 @@
 # scale 0.3 at inference, and — separately named, not the source's — inverted dropout (kept sequences × 1/(1 − p),
 # scale 1 at inference). Training regimes: TinyStories language modelling; the retrieval curriculum; mixed,
 # 0.5·LM + 0.5·retrieval per step. A **no-state control** (every G layer replaced by plain SWA) is trained the same
-# way. Retrieval (odebook.tasks) binds k names to colours among filler that names colours too; training prompts ask
+# way. Retrieval (odebook.data.tasks) binds k names to colours among filler that names colours too; training prompts ask
 # about every bound name, evaluation prompts about one, whose fact stands inside the window ('inside': second to
 # last, followed by another fact), first ('far': beyond the window), or anywhere ('random'). Each model is scored
 # normal, with the state zeroed (every read of a GDN state), the state read alone zeroed, the local path zeroed, and
@@ -113,13 +113,17 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from odebook import data, notebook, plots, retrieval, tasks
-from odebook.experiment import train_once
-from odebook.models import generate, lm_loss, param_groups, pattern_lm
+from odebook.data import corpus as data
+from odebook.book import notebook
+from odebook.book import plots
+from odebook.study import retrieval
+from odebook.data import tasks
+from odebook.study.experiment import train_once
+from odebook.models.lm import generate, lm_loss, param_groups, pattern_lm
 from odebook.params import MixedTrainingParams
-from odebook.runtime import seed_everything
-from odebook.stats import Verdict, holm_verdicts, mean_ci, paired_test
-from odebook.train import TrainConfig, evaluate
+from odebook.training.runtime import seed_everything
+from odebook.study.stats import Verdict, holm_verdicts, mean_ci, paired_test
+from odebook.training.train import TrainConfig, evaluate
 
 p, out, precision = notebook.start(MixedTrainingParams, globals())
 tok = data.get_tokenizer(p.tokenizer)

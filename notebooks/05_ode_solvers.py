@@ -119,13 +119,16 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from odebook import data, models, notebook, plots
-from odebook.experiment import loss_with_solver, run_seeds, summarize
-from odebook.measure import generation_speed, nfe_per_forward, sensitivity_sweep
+from odebook.data import corpus as data
+from odebook.models import lm as models
+from odebook.book import notebook
+from odebook.book import plots
+from odebook.study.experiment import loss_with_solver, run_seeds, summarize
+from odebook.study.measure import generation_speed, nfe_per_forward, sensitivity_sweep
 from odebook.nn.ode import STAGES
 from odebook.params import ODESolverParams
-from odebook.stats import Verdict, claim_lower
-from odebook.train import TrainConfig
+from odebook.study.stats import Verdict, claim_lower
+from odebook.training.train import TrainConfig
 
 p, out, precision = notebook.start(ODESolverParams, globals())
 

@@ -1,6 +1,6 @@
 """Train one model of study 01 or 02 on every process of a torchrun launch: data-parallel, one GPU per process
 (gloo processes on a CPU-only machine), the model, data, optimisation and global batch from a profile's parameter
-file, so the run is that study's run of the model and seed (up to summation order; odebook.distributed).
+file, so the run is that study's run of the model and seed (up to summation order; odebook.training.distributed).
 
     torchrun --nproc_per_node=8 scripts/train_ddp.py --study 01_gradient_flow --profile t4 --model hybrid
     torchrun --nnodes=2 --node_rank=0 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=HOST:29500 \\
@@ -20,12 +20,13 @@ from pathlib import Path
 
 import torch
 
-from odebook import data, distributed
-from odebook.arms import gradient_flow_arms
-from odebook.models import time_indexed
+from odebook.data import corpus as data
+from odebook.training import distributed
+from odebook.models.arms import gradient_flow_arms
+from odebook.models.lm import time_indexed
 from odebook.params import validate_file
-from odebook.runtime import precision_for, seed_everything
-from odebook.train import TrainConfig, train
+from odebook.training.runtime import precision_for, seed_everything
+from odebook.training.train import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,11 +1,11 @@
-"""A training run that tests start in several processes (odebook.distributed.launch needs an importable function)."""
+"""A training run that tests start in several processes (odebook.training.distributed.launch needs an importable function)."""
 
 import torch
 
-from odebook import models
-from odebook.data import fixed_batches, random_batches
-from odebook.runtime import Precision, precision_for, seed_everything
-from odebook.train import TrainConfig, train
+from odebook.models import lm as models
+from odebook.data.corpus import fixed_batches, random_batches
+from odebook.training.runtime import Precision, precision_for, seed_everything
+from odebook.training.train import TrainConfig, train
 
 TOKENS = torch.randint(0, 50, (5000,), generator=torch.Generator().manual_seed(0))
 SHAPE = dict(vocab_size=50, d_model=16, n_layer=2, n_head=2, max_seq_len=16, dropout=0.0)

@@ -71,7 +71,7 @@ class CausalSelfAttention(nn.Module):
         return self.resid_dropout(y)
 
     def cache_problem(self) -> str | None:
-        """Why this attention cannot decode with a KV cache, or None: the one rule (odebook.models asks it too)."""
+        """Why this attention cannot decode with a KV cache, or None: the one rule (odebook.models.lm asks it too)."""
         return None if self.window is None else "a sliding window (the KV cache is for full causal attention)"
 
     def _cached(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:

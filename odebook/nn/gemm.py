@@ -13,8 +13,8 @@ MKL's only in the order of the sums. Its weight operand must be row- or column-m
 
 All three fall back to torch off the CPU, for products under MIN_MACS multiply-adds (``linear`` without autograd:
 only if the weight also has under MIN_WEIGHT elements), for other dtypes, under
-autocast, under torch.func's transforms (jacrev in odebook.dynamics), without oneDNN, or with ``USE_ONEDNN = False``
-(the bench's side-by-side row); ``mm`` and ``addmm_`` also where autograd would record them. tests/test_gemm.py
+autocast, under torch.func's transforms (jacrev in odebook.study.dynamics), without oneDNN, or with ``USE_ONEDNN = False``
+(the bench's side-by-side row); ``mm`` and ``addmm_`` also where autograd would record them. tests/nn/test_gemm.py
 holds all three to fp64 products and F.linear.
 """
 

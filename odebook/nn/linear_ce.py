@@ -7,7 +7,7 @@ respect to h and W (softmax − one-hot; the 1 / number-of-counted-tokens scale 
 backward pass only scales those by the incoming gradient. Peak memory is one slice's logits, which their softmax
 overwrites, instead of the whole matrix and its gradient, and no matmul is recomputed: the FLOPs equal the plain
 path's. Evaluation (no grad) takes the same slices and the same softmax.
-``linear_cross_entropy_reference`` is the plain path; tests/test_linear_ce.py holds the two together.
+``linear_cross_entropy_reference`` is the plain path; tests/nn/test_linear_ce.py holds the two together.
 
 Speed (``make bench``): the three matmuls go through odebook.nn.gemm (oneDNN's fp32 inner product on the CPU, about
 twice MKL's rate on these AMD machines); one softmax pass instead of a log-softmax and an exp, in place; the padded

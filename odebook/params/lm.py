@@ -11,8 +11,8 @@ __all__ = ["LMParams", "TextCorpusParams"]
 
 
 def _data_problems(corpus: str, tokenizer: str, files: dict) -> list[str]:
-    from odebook.data import DataError, check_data
-    from odebook.own_corpus import file_problems
+    from odebook.data.corpus import DataError, check_data
+    from odebook.data.own_corpus import file_problems
 
     if corpus == "files":
         problems = file_problems(**files)

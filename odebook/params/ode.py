@@ -42,8 +42,8 @@ class ODEHybridParams(TextCorpusParams):
         return [f"key 'sensitivity' = {self.sensitivity!r}: {pr}" for pr in dict.fromkeys(problems) if pr]
 
     def model_config(self, vocab_size: int, *, solver: str = "euler", steps: int = 4):
-        """The hybrid these parameters describe (odebook.arms.HybridConfig), for ``vocab_size`` tokens."""
-        from odebook.arms import HybridConfig
+        """The hybrid these parameters describe (odebook.models.arms.HybridConfig), for ``vocab_size`` tokens."""
+        from odebook.models.arms import HybridConfig
 
         return HybridConfig(vocab_size=vocab_size, d_model=self.d_model, n_layer=self.n_layer, n_head=self.n_head,
                             max_seq_len=self.max_seq_len, ode_layers=tuple(self.ode_layers), solver=solver,

@@ -14,8 +14,8 @@ __all__ = ["RetrievalParams", "GDNScalingParams", "MixedTrainingParams", "SERIES
 
 def _niah_length_problems(ks: list[int], curriculum: list[int], tokenizer: str, max_seq_len: int) -> list[str]:
     """The longest retrieval prompt must fit the positional table."""
-    from odebook.data import DataError, get_tokenizer
-    from odebook.tasks import max_prompt_tokens
+    from odebook.data.corpus import DataError, get_tokenizer
+    from odebook.data.tasks import max_prompt_tokens
 
     try:
         longest = max_prompt_tokens(max(ks), max(curriculum), get_tokenizer(tokenizer))
@@ -29,7 +29,7 @@ def _niah_length_problems(ks: list[int], curriculum: list[int], tokenizer: str, 
 
 @dataclasses.dataclass
 class RetrievalParams(LMParams):
-    """Fields and checks of the studies that also train on the binding-retrieval task (odebook.tasks)."""
+    """Fields and checks of the studies that also train on the binding-retrieval task (odebook.data.tasks)."""
 
     defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 3, "seq_len": 256, "max_seq_len": 1024, "batch_size": 16,
                                              "steps": 1000, "lr": 1e-3, "eval_interval": 100}
@@ -50,8 +50,8 @@ class RetrievalParams(LMParams):
                                                                  self.max_seq_len))
 
     def model_config(self, pattern: str, *, d_model: int, **overrides) -> dict:
-        """Keyword arguments of odebook.models.pattern_lm for ``pattern`` at width ``d_model``."""
-        from odebook.data import get_tokenizer
+        """Keyword arguments of odebook.models.lm.pattern_lm for ``pattern`` at width ``d_model``."""
+        from odebook.data.corpus import get_tokenizer
 
         return {"pattern": pattern, "vocab_size": get_tokenizer(self.tokenizer).vocab_size, "d_model": d_model,
                 "n_head": self.n_head, "max_seq_len": self.max_seq_len, "window": self.window,

@@ -58,7 +58,7 @@ class TimeIndexedParams(TextCorpusParams):
         return errors
 
     def model_config(self, vocab_size: int) -> dict:
-        """Keyword arguments of odebook.models.time_indexed(name, **config) for every model of this study."""
+        """Keyword arguments of odebook.models.lm.time_indexed(name, **config) for every model of this study."""
         return dict(vocab_size=vocab_size, d_model=self.d_model, n_head=self.n_head, n_layer=self.n_layer,
                     max_seq_len=self.max_seq_len, n_freq=self.n_freq, d_emb=self.d_emb, gate_width=self.gate_width,
                     d_state=self.d_state, norm=self.norm, tong_time_mlp=self.tong_time_mlp)

@@ -1,0 +1,123 @@
+"""The book's front page, outputs/<profile>/index.html: for every study its question, its verdicts as coloured
+badges with the measured numbers, a thumbnail of its key figure (the first it saved), run time, and a failed
+notebook's whole error. Also what each profile can show (``PROFILE_NOTES``), which the runner puts at the top of
+every executed report too."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+__all__ = ["PROFILE_NOTES", "profile_note", "question_of", "write_index"]
+
+# What a profile's numbers can show; the one place that says it (index banner and each report's banner).
+PROFILE_NOTES = {
+    "smoke": "Smoke profile: tiny models and a few steps, to check the mechanics (CI). The numbers and verdicts below "
+             "say nothing about the questions — no verdict here counts.",
+    "cpu": "CPU profile: real but small experiments (a few minutes each on 2 cores). Each verdict states the scale it "
+           "was measured at beside the source's; a verdict at this scale need not hold at the source's.",
+    "t4": "T4 profile: the sources' configurations (a T4 GPU, as in Colab).",
+}
+BADGE = {"held": "#1a7f37", "not held": "#b42318", "inconclusive": "#6e7781", "not run": "#9a6700"}
+
+
+def profile_note(profile: str) -> str:
+    return PROFILE_NOTES.get(profile, f"Profile {profile}: parameters from params/{profile}/.")
+
+
+def question_of(notebook: Path) -> tuple[str, str]:
+    """(title, question) from a notebook's first Markdown cell: its '# ' heading and its **Question(s).** paragraph."""
+    text = notebook.read_text(encoding="utf-8") if notebook.is_file() else ""
+    lines = [ln[2:] if ln.startswith("# ") else ln.lstrip("#") for ln in text.splitlines()]
+    title = next((ln[2:].strip() for ln in lines if ln.startswith("# ")), notebook.stem)
+    block = "\n".join(lines)
+    match = re.search(r"\*\*Questions?\.\*\*(.*?)(?:\n\s*\n|$)", block, re.S)
+    return title, " ".join(match.group(1).split()) if match else ""
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _when(iso: str) -> str:
+    return html.escape(iso.replace("T", " ").removesuffix("+00:00") + " UTC")
+
+
+def _fmt(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else html.escape(str(v))
+
+
+def _badges(results: dict, smoke: bool) -> str:
+    out = []
+    for v in results.get("verdicts", []):
+        outcome = v.get("verdict", "")
+        colour = "#adb5bd" if smoke else BADGE.get(outcome, "#6e7781")
+        evidence = html.escape(v.get("evidence", ""))
+        scale = html.escape(v.get("scale", ""))
+        out.append(f"<li><span class='badge' style='background:{colour}'>{html.escape(outcome)}</span> "
+                   f"{html.escape(v.get('claim', ''))}<br><small>{evidence}"
+                   f"{'<br>measured at ' + scale if scale else ''}</small></li>")
+    return f"<ul class='verdicts'>{''.join(out)}</ul>" if out else ""
+
+
+def _thumbnail(folder: Path, href: str) -> str:
+    figures = sorted((folder / "figures").glob("*.png"), key=lambda p: (p.stat().st_mtime_ns, p.name))
+    if not figures:
+        return ""
+    rel = f"{folder.name}/figures/{figures[0].name}"
+    return f"<a href='{href}'><img class='thumb' src='{rel}' alt='{figures[0].stem}'></a>"
+
+
+def _card(out_root: Path, notebook: Path, smoke: bool, note: str = "") -> str:
+    name = notebook.stem
+    title, question = question_of(notebook)
+    good = _read_json(out_root / name / "manifest.json")
+    bad = _read_json(out_root / f"{name}.failed" / "manifest.json")
+    latest, folder = (bad, out_root / f"{name}.failed") if bad else (good, out_root / name)
+    head = f"<h2>{html.escape(title)}</h2><p class='q'>{html.escape(question)}</p>"
+    if not latest:
+        return f"<section class='card'>{head}<p class='status'>not run</p></section>"
+    href = f"{folder.name}/{name}.html"
+    status = (f"<span class='{latest['status']}'>{latest['status']}</span> in {latest['seconds']:.0f} s, "
+              f"finished {_when(latest['finished'])} — <a href='{href}'>report</a>")
+    if bad and good:
+        status += f" (last success {_when(good['finished'])} kept: <a href='{name}/{name}.html'>report</a>)"
+    error = ""
+    if latest.get("error"):
+        trace = html.escape(latest.get("traceback") or latest["error"])
+        error = f"<p class='failed'>{html.escape(latest['error'])}</p><details><summary>whole error</summary>" \
+                f"<pre>{trace}</pre></details>"
+    results = _read_json(folder / "results.json")
+    numbers = "<br>".join(f"{html.escape(k)}: {_fmt(v)}"
+                          for k, v in results.get("headline", {}).items() if not k.startswith("verdict: "))
+    numbers = f"<details><summary>headline numbers</summary><p>{numbers}</p></details>" if numbers else ""
+    note = f"<p class='failed'>{html.escape(note)}</p>" if note else ""
+    return (f"<section class='card'>{_thumbnail(folder, href)}{head}<p class='status'>{status}</p>{note}{error}"
+            f"{_badges(results, smoke)}{numbers}</section>")
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#1f2328}
+.banner{background:#fff8c5;border:1px solid #d4a72c;padding:.6em 1em;border-radius:6px}
+.card{border:1px solid #d0d7de;border-radius:8px;padding:1em 1.2em;margin:1.2em 0;overflow:hidden}
+.card h2{margin:.1em 0 .3em}.q{color:#424a53}.thumb{float:right;width:380px;margin:0 0 .5em 1em;border:1px solid #eee}
+.badge{color:#fff;border-radius:1em;padding:.1em .6em;font-size:.85em;white-space:nowrap}
+.verdicts{list-style:none;padding-left:0}.verdicts li{margin:.4em 0}.ok{color:#1a7f37;font-weight:bold}
+.failed{color:#b42318;font-weight:bold}pre{white-space:pre-wrap;background:#f6f8fa;padding:.6em}"""
+
+
+def write_index(out_root: Path, notebooks: list[Path], profile: str, notes: dict[str, str] | None = None) -> Path:
+    """Write ``out_root``/index.html for ``notebooks`` (their .py files) run with ``profile``; ``notes`` (by
+    notebook name) are shown on their cards, e.g. that a committed report is stale (odebook.book.reports)."""
+    out_root.mkdir(parents=True, exist_ok=True)
+    cards = "\n".join(_card(out_root, nb, profile == "smoke", (notes or {}).get(nb.stem, "")) for nb in notebooks)
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>odebook — {html.escape(profile)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>odebook — profile <code>{html.escape(profile)}</code></h1>"
+            f"<p class='banner'>{html.escape(profile_note(profile))}</p>\n{cards}\n</body></html>")
+    path = out_root / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path

@@ -1,0 +1,121 @@
+"""A study notebook's side of the book: its start (parameters → output folder → precision), its verdicts, and where
+and how it writes figures, tables and results.json (which the runner's index reads)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from odebook.params import Params
+from odebook.training.runtime import Precision, precision_for, resolve_device
+from odebook.study.stats import Verdict
+
+__all__ = ["start", "output_dir", "checkpointing", "batch_shape", "run_options", "tensorboard_dir", "save_figure", "save_table",
+           "save_results", "show_verdicts", "repo_root", "to_jsonable"]
+
+
+def start(schema: type[Params], namespace: Mapping[str, Any]) -> tuple[Params, Path, Precision]:
+    """Every notebook's prologue: validate the parameters cell's values (``globals()``) against ``schema``, make the
+    output folder, choose the precision policy for the device. Prints where outputs go and the policy."""
+    params = schema.from_namespace(namespace)
+    out = output_dir(params)
+    precision = precision_for(resolve_device(params.device))
+    print(f"precision: {precision}\noutputs: {out}")
+    return params, out, precision
+
+
+def repo_root() -> Path | None:
+    """The odebook checkout this package was imported from, if it is one (None when pip-installed)."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / "notebooks").is_dir() and (root / "pyproject.toml").is_file() else None
+
+
+def output_dir(params: Params) -> Path:
+    """``params.output_dir`` (the runner sets it), else outputs/interactive/<study> in the checkout or cwd."""
+    if params.output_dir:
+        out = Path(params.output_dir)
+    else:
+        out = (repo_root() or Path.cwd()) / "outputs" / "interactive" / params.study
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    return out
+
+
+NOT_IN_RUN_KEY = ("output_dir", "checkpoint_dir", "fresh", "tensorboard", "seed", "n_seeds", "checkpoint_interval")
+
+
+def checkpointing(params: Params, out: Path) -> dict[str, Any]:
+    """The checkpoint arguments of ``experiment.run_seeds`` for a study: the folder (``checkpoint_dir``, else
+    <out>/checkpoints), ``fresh``, and the parameters that make up each run's key (all but where outputs go, which
+    seeds, and logging). Empty when ``checkpoint_interval`` is 0: nothing is stored then."""
+    if not getattr(params, "checkpoint_interval", 0):
+        return {}
+    folder = Path(params.checkpoint_dir) if params.checkpoint_dir else out / "checkpoints"
+    key = {k: v for k, v in params.to_dict().items() if k not in NOT_IN_RUN_KEY}
+    return {"checkpoints": folder, "fresh": params.fresh, "key": {"study": params.study, **key}}
+
+
+def batch_shape(params: Params) -> dict[str, int]:
+    """Batch size, sequence length and evaluation batches: the keywords ``run_seeds``, ``tune_lr`` and
+    ``score_test`` (odebook.study.experiment) share."""
+    return {"batch_size": params.batch_size, "seq_len": params.seq_len, "eval_batches": params.eval_batches}
+
+
+def run_options(params: Params, out: Path, log: str = "runs") -> dict[str, Any]:
+    """The keyword arguments of ``experiment.run_seeds`` that a study's parameters fix: its seeds, batch shape,
+    evaluation batches, TensorBoard folder and checkpointing."""
+    return {"seeds": range(params.seed, params.seed + params.n_seeds), **batch_shape(params),
+            "log_dir": tensorboard_dir(out, params, log), **checkpointing(params, out)}
+
+
+def tensorboard_dir(out: Path, params: Params, run: str) -> Path | None:
+    """<out>/tensorboard/<run> when the parameters ask for TensorBoard logs (``tensorboard: true``), else None."""
+    return out / "tensorboard" / run if getattr(params, "tensorboard", False) else None
+
+
+def save_figure(fig, out: Path, name: str) -> None:
+    """Save ``fig`` as figures/<name>.png (it is shown inline by the notebook as usual)."""
+    fig.savefig(out / "figures" / f"{name}.png", dpi=120, bbox_inches="tight")
+
+
+def save_table(table, out: Path, name: str, float_format: str = "{:.4g}") -> None:
+    """Write a pandas DataFrame as <name>.csv, <name>.md and <name>.tex."""
+    table.to_csv(out / f"{name}.csv")
+    (out / f"{name}.md").write_text(table.to_markdown(floatfmt=".4g"))
+    numbers = list(table.select_dtypes("number").columns)
+    (out / f"{name}.tex").write_text(table.style.format(float_format, na_rep="–", subset=numbers).to_latex(hrules=True))
+
+
+def to_jsonable(x: Any) -> Any:
+    """Numbers, tensors, arrays, dataclass-like dicts → plain JSON; NaN/inf become null."""
+    if isinstance(x, dict):
+        return {str(k): to_jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_jsonable(v) for v in x]
+    if isinstance(x, (torch.Tensor, np.ndarray)):
+        return to_jsonable(x.tolist())
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    return x
+
+
+def show_verdicts(verdicts: Sequence[Verdict]) -> None:
+    """Display the verdicts as a Markdown list: claim, outcome, evidence, and the scale it was measured at."""
+    from IPython.display import Markdown, display
+
+    display(Markdown("\n".join(v.markdown() for v in verdicts)))
+
+
+def save_results(out: Path, headline: dict[str, Any], *, verdicts: Sequence[Verdict] = (), **details: Any) -> None:
+    """Write results.json: ``headline`` (the few numbers the index shows), the verdicts (each also as a headline
+    entry "verdict: <claim>") and any further details."""
+    headline = {**headline, **{f"verdict: {v.claim}": v.outcome for v in verdicts}}
+    record = {"headline": headline, "verdicts": [v.to_dict() for v in verdicts], **details}
+    (out / "results.json").write_text(json.dumps(to_jsonable(record), indent=2))

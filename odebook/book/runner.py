@@ -1,0 +1,311 @@
+"""Execute the book: jupytext → papermill (with a profile's parameters) → nbconvert HTML, then an index page.
+
+``python -m odebook.book.runner --profile cpu [NOTEBOOK ...]`` (``make run-all``) validates every parameter file first
+and stops before any compute if one is wrong. Each notebook then runs in a staging folder; on success it replaces
+``outputs/<profile>/<notebook>/``, on failure it is rendered with its error into ``<notebook>.failed/`` and the
+last successful outputs stay untouched. A failing notebook does not stop the others; the exit status is 1 when any
+failed, 2 when the parameters, the profile or a notebook name are invalid (then nothing ran). The profile must be a
+folder name under ``params/`` and each notebook a name under ``notebooks/``; nothing outside ``outputs/`` is ever
+replaced or deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import html
+import json
+import logging
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from unittest import mock
+from pathlib import Path
+
+from odebook.book import index
+from odebook.book import reports
+from odebook.params import ParamError, Params, validate_values
+from odebook.training.runtime import ALLOCATOR_ENV, device_name, resolve_device
+
+__all__ = ["Book", "RunResult", "run_book", "main"]
+
+KERNEL_NAME = "odebook-runner"
+EXIT_NOTEBOOK_FAILED = 1  # a notebook raised: the others ran, the failed one is rendered with its error
+EXIT_BAD_PARAMETERS = 2   # a parameter file, profile or notebook name is wrong: nothing ran
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes in a kernel's traceback
+PACKAGES = ("torch", "torchdiffeq", "numpy", "scipy", "pandas", "matplotlib", "datasets", "tiktoken", "papermill",
+            "jupytext", "nbconvert", "fla-core")
+
+
+@dataclass(frozen=True)
+class Book:
+    """Where notebooks, parameter files and outputs live."""
+
+    notebooks: Path
+    params: Path
+    outputs: Path
+
+    @classmethod
+    def at(cls, root: Path) -> "Book":
+        return cls(root / "notebooks", root / "params", root / "outputs")
+
+    def all_notebooks(self) -> list[str]:
+        return sorted(p.stem for p in self.notebooks.glob("[0-9][0-9]_*.py"))
+
+    def profiles(self) -> list[str]:
+        return sorted(p.name for p in self.params.iterdir() if p.is_dir()) if self.params.is_dir() else []
+
+    def profile_outputs(self, profile: str) -> Path:
+        """outputs/<profile>, for a profile that is a folder name under params/ (anything else is a ParamError:
+        the profile becomes a path the runner writes into and ``make clean-outputs`` deletes)."""
+        if profile not in self.profiles():
+            raise ParamError(f"profile {profile!r}: not a folder of {self.params}; known profiles: "
+                             f"{', '.join(self.profiles())}")
+        return _inside(self.outputs / profile, self.outputs)
+
+
+def _inside(path: Path, root: Path) -> Path:
+    """``path`` itself, after checking that it lies strictly inside ``root``: nothing outside outputs/ is ever
+    replaced or deleted."""
+    if root.resolve() not in path.resolve().parents:
+        raise ParamError(f"{path}: lies outside {root}; refusing to write or delete it")
+    return path
+
+
+@dataclass
+class RunResult:
+    name: str
+    ok: bool
+    seconds: float
+    error: str = ""
+
+
+# -- validation ---------------------------------------------------------------------------------------------------
+def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Params, dict]]:
+    """Check every notebook exists and its parameter file is valid; collect all problems into one ParamError."""
+    book.profile_outputs(profile)
+    problems, ok = [], {}
+    for name in names:
+        if name not in book.all_notebooks():  # a name, not a path: it becomes outputs/<profile>/<name>
+            problems.append(f"notebook {name!r}: no such notebook in {book.notebooks}; known: "
+                            f"{', '.join(book.all_notebooks())}")
+            continue
+        try:
+            ok[name] = validate_values(name, book.params / profile / f"{name}.yaml")
+        except ParamError as err:
+            problems.append(str(err))
+    if problems:
+        raise ParamError("\n".join(problems))
+    return ok
+
+
+# -- execution ----------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _kernel_for_this_python():
+    """A temporary kernelspec that runs this very interpreter, found first on JUPYTER_PATH, so the book always
+    executes in the environment the runner was started from (not whatever 'python3' kernel is registered). The
+    kernels also get the allocator settings of ALLOCATOR_ENV unless the caller set them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        spec = Path(tmp) / "kernels" / KERNEL_NAME
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "odebook (runner)", "language": "python"}))
+        env = {k: v for k, v in ALLOCATOR_ENV.items() if k not in os.environ}
+        env["JUPYTER_PATH"] = tmp + os.pathsep + os.environ.get("JUPYTER_PATH", "")
+        with mock.patch.dict(os.environ, env):
+            yield KERNEL_NAME
+
+
+def _git(*args: str, cwd: Path) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def _render_html(ipynb: Path, html_path: Path, error: str) -> None:
+    import nbconvert
+    import nbformat
+
+    if ipynb.is_file():
+        body, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(ipynb, as_version=4))
+    else:  # the kernel never started: still leave a page that says why
+        body = f"<html><body><h1>{ipynb.stem} failed before executing</h1><pre>{html.escape(error)}</pre></body></html>"
+    html_path.write_text(body, encoding="utf-8")
+
+
+# A finished tqdm bar, as the last carriage-return segment of a line: "desc: 100%|███| 4/4 [00:01<00:00, 3.3it/s, …]"
+_BAR = re.compile(r"^(?P<desc>.*?):\s+\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<elapsed>[^<\]]*)<[^,\]]*"
+                  r"(?:,\s*[^,\]]*(?:it/s|s/it)\]?)?(?:,\s*(?P<post>[^\]]*))?\]?$")
+
+
+def _progress_to_summaries(ipynb: Path) -> None:
+    """A report reads like results: each progress bar a cell printed (tqdm on stderr, redrawn with \\r) becomes one
+    line "desc: n/total steps in elapsed (postfix)"; other stderr text is kept."""
+    import nbformat
+
+    nb = nbformat.read(ipynb, as_version=4)
+    for cell in nb.cells:
+        errs = [o for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o.get("name") == "stderr"]
+        if not errs:
+            continue
+        summaries, kept = [], []
+        for line in "".join(o["text"] for o in errs).split("\n"):
+            last = line.split("\r")[-1].rstrip()
+            bar = _BAR.match(last)
+            if bar:
+                post = f" ({bar['post'].strip()})" if bar["post"] else ""
+                summaries.append(f"{bar['desc']}: {bar['n']}/{bar['total']} steps in {bar['elapsed'].strip()}{post}")
+            elif last:
+                kept.append(last)
+        first = cell.outputs.index(errs[0])
+        new = [nbformat.v4.new_output("stream", name="stdout", text="".join(f"{x}\n" for x in summaries))] * \
+            bool(summaries) + [nbformat.v4.new_output("stream", name="stderr", text="\n".join(kept) + "\n")] * bool(kept)
+        rest = [o for o in cell.outputs if all(o is not e for e in errs)]
+        cell.outputs = rest[:first] + new + rest[first:]
+    nbformat.write(nb, ipynb)
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Move ``src`` to ``dst``, replacing it; the old ``dst`` is deleted only after the move succeeded."""
+    old = dst.with_name(f".{dst.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dst.exists():
+        dst.rename(old)
+    src.rename(dst)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str,
+                 fresh: bool = False) -> RunResult:
+    """Execute one notebook in a staging folder and move it into place (see the module docstring). Its runs keep
+    their checkpoints in outputs/<profile>/<notebook>/checkpoints/ (unless the parameters name another folder),
+    which a successful run carries into its new outputs and a failed one leaves where they are; ``fresh`` tells the
+    notebook to ignore them."""
+    import jupytext
+    import nbformat
+    import papermill
+
+    out_root = book.profile_outputs(profile)
+    stage = _inside(out_root / f".{name}.running", book.outputs)
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    ipynb = stage / f"{name}.ipynb"
+    checkpoints = _inside(out_root / name / "checkpoints", book.outputs)
+    started, t0, error, trace = dt.datetime.now(dt.timezone.utc), time.perf_counter(), "", ""
+    nb = jupytext.read(book.notebooks / f"{name}.py")
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"> **{index.profile_note(profile)}**"))
+    try:
+        papermill.execute_notebook(nb, str(ipynb),
+                                   parameters={"checkpoint_dir": str(checkpoints.resolve()), **overrides,
+                                               "output_dir": str(stage.resolve()), **({"fresh": True} if fresh else {})},
+                                   kernel_name=kernel, language="python", cwd=str(book.notebooks), log_output=True,
+                                   progress_bar=False)
+    except papermill.PapermillExecutionError as err:  # a cell raised: record which and what, go on
+        error = f"cell [{err.exec_count}] raised {err.ename}: {err.evalue}"
+        trace = ANSI.sub("", "\n".join(err.traceback))
+    except Exception as err:  # a dead kernel, an unreadable notebook: record it, render what ran, go on
+        error = f"{type(err).__name__}: {err}"
+    seconds = time.perf_counter() - t0
+    final = _inside(out_root / (f"{name}.failed" if error else name), book.outputs)
+    if ipynb.is_file():  # the report names where its files end up, not the staging folder they were written to
+        ipynb.write_text(ipynb.read_text(encoding="utf-8").replace(str(stage.resolve()), str(final.resolve())),
+                         encoding="utf-8")
+        _progress_to_summaries(ipynb)
+    _render_html(ipynb, stage / f"{name}.html", error)
+    root = book.notebooks.parent
+    manifest = {
+        "notebook": name, "profile": profile, "status": "failed" if error else "ok", "error": error, "traceback": trace,
+        "started": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
+        "git_commit": _git("rev-parse", "HEAD", cwd=root), "git_dirty": bool(_git("status", "--porcelain", cwd=root)),
+        "parameter_file": str(book.params / profile / f"{name}.yaml"), "parameters": params.to_dict(),
+        "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()), "packages": _versions(),
+        "hashes": reports.hashes(root, name, profile),
+    }
+    (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    if not error and checkpoints.is_dir():
+        checkpoints.rename(stage / "checkpoints")
+    _replace_dir(stage, final)
+    if not error:
+        shutil.rmtree(_inside(out_root / f"{name}.failed", book.outputs), ignore_errors=True)
+    return RunResult(name, not error, seconds, error)
+
+
+# -- index --------------------------------------------------------------------------------------------------------
+def write_index(book: Book, profile: str) -> Path:
+    """outputs/<profile>/index.html, the book's front page (odebook.book.index)."""
+    return index.write_index(book.profile_outputs(profile), [book.notebooks / f"{n}.py" for n in book.all_notebooks()],
+                             profile)
+
+
+# -- entry point --------------------------------------------------------------------------------------------------
+def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bool = False) -> list[RunResult]:
+    """Validate all, run each, write the index. Raises ParamError before any compute when parameters are wrong."""
+    names = names or book.all_notebooks()
+    checked = validate(book, profile, names)
+    results = []
+    with _kernel_for_this_python() as kernel:
+        for i, name in enumerate(names, 1):
+            print(f"[{i}/{len(names)}] {name} (profile {profile}) …", flush=True)
+            params, overrides = checked[name]
+            res = run_notebook(book, profile, name, params, overrides, kernel, fresh)
+            print(f"[{i}/{len(names)}] {name}: {'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s"
+                  + (f" — {res.error.splitlines()[0] if res.error else ''}" if not res.ok else ""), flush=True)
+            results.append(res)
+    index = write_index(book, profile)
+    failed = [r.name for r in results if not r.ok]
+    print(f"index: {index}\n{len(results) - len(failed)} ok, {len(failed)} failed"
+          + (f": {', '.join(failed)}" if failed else ""), flush=True)
+    return results
+
+
+def clean(book: Book, profile: str) -> Path:
+    """Delete outputs/<profile> (``make clean-outputs``): a known profile's folder inside outputs/, nothing else."""
+    out = book.profile_outputs(profile)
+    shutil.rmtree(out, ignore_errors=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m odebook.book.runner", description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", help="notebook names, e.g. 01_gradient_flow (default: all)")
+    parser.add_argument("--profile", default="cpu", help="params/<profile>/ to use (smoke, cpu, t4)")
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="the book's root folder")
+    parser.add_argument("--clean", action="store_true", help="delete outputs/<profile> instead of running")
+    parser.add_argument("--fresh", action="store_true", help="ignore stored checkpoints: train every run afresh")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("papermill").setLevel(logging.INFO)
+    try:
+        if args.clean:
+            print(f"deleted {clean(Book.at(args.root), args.profile)}")
+            return 0
+        results = run_book(Book.at(args.root), args.profile, args.notebooks or None, args.fresh)
+    except ParamError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_PARAMETERS
+    return 0 if all(r.ok for r in results) else EXIT_NOTEBOOK_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+"""Study 01's models from one configuration: the baseline GPT, the ODE hybrid, and the two control arms that make
+"as good as the baseline" mean something — the baseline with the replaced layers removed (``null``) and one
+weight-shared discrete block applied as many times as the ODE evaluates its field (``shared``). ``layer_groups``
+splits any arm's parameters by position, so gradient norms compare across arms."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from torch import nn
+
+from odebook.models.lm import LM, gpt, ode_hybrid
+from odebook.nn import Block
+from odebook.nn.depth import Repeated
+from odebook.nn.ode import evaluations_per_forward
+
+__all__ = ["HybridConfig", "ARMS", "gradient_flow_arms", "layer_groups"]
+
+
+@dataclasses.dataclass(frozen=True)
+class HybridConfig:
+    """Everything that builds study 01's (and 05's) models; made by ``ODEHybridParams.model_config``. No dropout
+    anywhere (the ODE field must be deterministic, so the discrete layers go without it too)."""
+
+    vocab_size: int
+    d_model: int
+    n_layer: int
+    n_head: int
+    max_seq_len: int
+    ode_layers: tuple[int, ...] = (2, 3)
+    solver: str = "euler"
+    steps: int = 4
+    sensitivity: str = "direct"
+    rtol: float = 1e-3
+    atol: float = 1e-4
+    control_dim: int = 4
+    alpha_init: float = 0.1
+
+    @property
+    def shape(self) -> dict:
+        return dict(vocab_size=self.vocab_size, d_model=self.d_model, n_layer=self.n_layer, n_head=self.n_head,
+                    max_seq_len=self.max_seq_len)
+
+    def replace(self, **changes) -> "HybridConfig":
+        return dataclasses.replace(self, **changes)
+
+    def baseline(self) -> LM:
+        return gpt(**self.shape)
+
+    def hybrid(self) -> LM:
+        return ode_hybrid(**self.shape, ode_layers=self.ode_layers, solver=self.solver, steps=self.steps,
+                          sensitivity=self.sensitivity, rtol=self.rtol, atol=self.atol, control_dim=self.control_dim,
+                          alpha_init=self.alpha_init)
+
+    def null(self) -> LM:
+        """The baseline with the replaced layers removed."""
+        return gpt(**{**self.shape, "n_layer": self.n_layer - len(self.ode_layers)})
+
+    def shared(self) -> LM:
+        """The replaced layers as one discrete Block applied as many times as the ODE evaluates its field (x ← x +
+        f(x) each time, weights shared)."""
+        times = evaluations_per_forward(self.solver, self.steps)
+        if times is None:
+            raise ValueError(f"the weight-shared arm needs a fixed-grid solver to count evaluations, not {self.solver!r}")
+        first, last = self.ode_layers[0], self.ode_layers[-1]
+        block = lambda: Block(d_model=self.d_model, n_head=self.n_head)  # noqa: E731
+        blocks = [block() for _ in range(first)] + [Repeated(block(), times=times)] + \
+                 [block() for _ in range(last + 1, self.n_layer)]
+        return LM(vocab_size=self.vocab_size, d_model=self.d_model, max_seq_len=self.max_seq_len, blocks=blocks)
+
+    def replaced_blocks(self, arm: str) -> range:
+        """Indices in ``arm``'s ``blocks`` that stand where the baseline has ``ode_layers`` (empty for null)."""
+        first = self.ode_layers[0]
+        span = {"baseline": len(self.ode_layers), "null": 0}.get(arm, 1)
+        return range(first, first + span)
+
+
+ARMS = ("baseline", "hybrid", "null", "shared")
+
+
+def gradient_flow_arms(config: HybridConfig, arms: Sequence[str] = ARMS) -> dict[str, Callable[[], LM]]:
+    """Study 01's models by name: baseline, hybrid, and the two controls null and shared (see HybridConfig)."""
+    return {arm: getattr(config, arm) for arm in arms}
+
+
+def layer_groups(model: LM, replaced: range) -> dict[str, list[nn.Parameter]]:
+    """Parameters by position, for gradient norms that compare across arms: embedding, the blocks before the
+    replaced span, the span itself, the blocks after it, and the head (final LayerNorm + projection)."""
+    blocks = list(model.blocks)
+    params = lambda bs: [p for b in bs for p in b.parameters()]  # noqa: E731
+    groups = {"embedding": [*model.tok_emb.parameters(), *model.pos_emb.parameters()],
+              "before": params(blocks[: replaced.start]), "replaced": params(blocks[replaced.start: replaced.stop]),
+              "after": params(blocks[replaced.stop:]), "head": [*model.ln_f.parameters(), *model.head.parameters()]}
+    return {name: ps for name, ps in groups.items() if ps}

@@ -1,0 +1,1 @@
+"""Experiments over seeds, statistics and verdicts, measurement, dynamics, FLOPs, retrieval scoring."""

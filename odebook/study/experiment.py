@@ -1,0 +1,276 @@
+"""Train a set of models over several seeds on one corpus, the same way for every study.
+
+Every model sees the same training batches for a given seed (the batch stream is seeded by the seed, not by the
+model), is evaluated at intervals on one fixed list of validation batches, and is scored once at the end on a fixed
+list of test batches.
+
+With ``checkpoints`` (a folder), each run keeps ``<model>_seed<seed>_lr<lr>.pt`` while it trains — resumed after an
+interruption — and ``….done.pt`` once finished — reused by a re-run. Both are keyed by a fingerprint of the run's
+configuration (``key``: the parameters that affect it; the model's architecture, seed, optimisation and batch shape;
+odebook's source), so anything changed runs afresh; ``fresh`` ignores them all. ``Run.origin`` says whether a run was
+trained, resumed or reused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch import nn
+
+from odebook.training import checkpoint as ckpt
+from odebook.data.corpus import TokenSplits, fixed_batches, random_batches
+from odebook.study.flops import forward_flops
+from odebook.models.lm import count_params, ode_blocks, param_groups
+from odebook.training.runtime import Precision, seed_everything
+from odebook.training.spread import BUILD, spread
+from odebook.study.stats import mean_ci, paired_test
+from odebook.training.train import DivergenceError, History, TrainConfig, evaluate, train
+
+__all__ = ["Run", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios",
+           "WARMUP_STEPS"]
+
+WARMUP_STEPS = 5  # step times of the first steps (allocator, caches) are left out of ms/step
+
+
+@dataclass
+class Run:
+    model: str
+    seed: int
+    n_params: int
+    history: History
+    test_loss: float
+    module: nn.Module
+    flops_per_forward: int  # one forward pass of one batch
+    peak_memory: float  # bytes allocated at the peak of training (CUDA); NaN on CPU, where torch does not track it
+    tokens_per_step: int
+    lr: float = math.nan
+    origin: str = "trained"  # or "resumed at step k", "reused" (see the checkpoints in the module docstring)
+
+    @property
+    def ms_per_step(self) -> float:
+        times = self.history.step_time[WARMUP_STEPS:] or self.history.step_time
+        return 1000 * statistics.median(times)
+
+    @property
+    def train_seconds(self) -> float:
+        return sum(self.history.step_time)
+
+    def record(self) -> dict:
+        """What results.json keeps of a run: model, seed, parameter count, test loss and the whole history."""
+        return {"model": self.model, "seed": self.seed, "params": self.n_params, "lr": self.lr,
+                "test_loss": self.test_loss, "origin": self.origin, "history": self.history.to_dict()}
+
+
+Groups = Callable[[str, nn.Module], Mapping[str, Sequence[nn.Parameter]]]
+
+
+def _default_groups(name: str, model: nn.Module):
+    return param_groups(model)
+
+
+def run_one(name: str, build: Callable[[], nn.Module], seed: int, splits: TokenSplits, config: TrainConfig,
+            precision: Precision, *, batch_size: int, seq_len: int, valid: Sequence, test: Sequence | None,
+            groups: Groups = _default_groups, progress: bool = True, log_dir: Path | None = None,
+            checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None) -> Run:
+    """Seed, build, train on the seed's batch stream, and score ``test`` once (NaN when ``test`` is None: a
+    tuning run that must not see the test split). With ``checkpoints``, resume or reuse it (module docstring)."""
+    cuda = precision.device.type == "cuda"
+    with BUILD:  # the CPU's generators are shared by runs spread over several GPUs (odebook.training.spread)
+        seed_everything(seed, precision.device)
+        model = build().to(precision.device)
+        flops = forward_flops(model, valid[0][0].to(precision.device))
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(precision.device)
+
+    def finish(model: nn.Module, hist: History) -> dict:
+        peak = float(torch.cuda.max_memory_allocated(precision.device)) if cuda else math.nan
+        return {"test_loss": evaluate(model, test, precision) if test is not None else math.nan, "peak_memory": peak}
+
+    hist, origin, extras = train_once(
+        f"{name}_seed{seed}_lr{config.lr:g}", model, lambda: random_batches(splits.train, batch_size, seq_len, seed=seed),
+        valid, config, precision, checkpoints=checkpoints, fresh=fresh, finish=finish,
+        key={**(key or {}), "data": splits.description, "batch": (batch_size, seq_len, len(valid)),
+             "scored": test is not None},
+        groups=groups(name, model), desc=f"{name} seed {seed} lr {config.lr:g}", progress=progress,
+        log_dir=log_dir / f"{name}_seed{seed}" if log_dir else None)
+    return Run(name, seed, count_params(model), hist, extras["test_loss"], model, flops, extras["peak_memory"],
+               batch_size * seq_len, config.lr, origin)
+
+
+def train_once(tag: str, model: nn.Module, batches: Callable[[], Iterator], valid: Sequence, config: TrainConfig,
+               precision: Precision, *, checkpoints: Path | None = None, fresh: bool = False,
+               key: Mapping | None = None, finish: Callable[[nn.Module, History], dict] | None = None,
+               **train_kwargs) -> tuple[History, str, dict]:
+    """Train the (seeded, built) ``model`` on ``batches()`` with odebook.training.train.train — or, with ``checkpoints``, resume
+    it from ``<tag>.pt`` or take it finished from ``<tag>.done.pt`` when its fingerprint (``key``, ``tag``, the
+    model's repr, ``config``, odebook's source) matches (the module docstring). ``finish(model, history)`` gives what
+    is stored beside the finished weights (e.g. a test score) and returned again on reuse. Returns (history, origin,
+    what ``finish`` gave)."""
+    fingerprint = ckpt.fingerprint(key=key, tag=tag, arch=repr(model), train=config)
+    done = checkpoints / f"{tag}.done.pt" if checkpoints else None
+    partial = checkpoints / f"{tag}.pt" if checkpoints else None
+    if done and not fresh and done.is_file() and (state := ckpt.load(done))["fingerprint"] == fingerprint:
+        model.load_state_dict(state["model"])
+        return History(**state["history"]), "reused", state["extras"]
+    if fresh and partial:
+        partial.unlink(missing_ok=True)
+    hist = train(model, batches(), valid, config, precision, checkpoint=partial, fingerprint=fingerprint,
+                 **train_kwargs)
+    extras = finish(model, hist) if finish else {}
+    if done:
+        ckpt.save(done, {"fingerprint": fingerprint, "model": model.state_dict(), "history": hist.to_dict(),
+                         "extras": extras})
+        partial.unlink(missing_ok=True)
+    return hist, f"resumed at step {hist.resumed_at}" if hist.resumed_at else "trained", extras
+
+
+def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits,
+              config: TrainConfig | Mapping[str, TrainConfig], precision: Precision, *, seeds: Sequence[int],
+              batch_size: int, seq_len: int, eval_batches: int, groups: Groups = _default_groups,
+              progress: bool = True, log_dir: Path | None = None, done: Sequence[Run] = (),
+              checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None,
+              devices: Sequence[torch.device] | None = None) -> list[Run]:
+    """For each seed and each model: seed, build, train, evaluate once on test. Returns the runs in that order.
+    ``config`` may be one per model (e.g. each model's chosen lr); runs already in ``done`` (same model and seed)
+    are reused. ``groups(name, model)`` names the parameter groups whose gradient norms are recorded. With
+    ``log_dir``, each run writes TensorBoard logs to <log_dir>/<model>_seed<seed>. On a machine with several GPUs
+    the runs are spread over them, one run per GPU (``devices``, default: all; odebook.training.spread), and each finished
+    model comes back to ``precision.device``."""
+    valid = fixed_batches(splits.valid, eval_batches, batch_size, seq_len)
+    test = fixed_batches(splits.test, eval_batches, batch_size, seq_len)
+    reuse = {(r.model, r.seed): r for r in done}
+    todo = [(name, seed) for seed in seeds for name in builders if (name, seed) not in reuse]
+
+    def job(name: str, seed: int) -> Callable[[Precision], Run]:
+        cfg = config[name] if isinstance(config, Mapping) else config
+        return lambda prec: _home(run_one(name, builders[name], seed, splits, cfg, prec, batch_size=batch_size,
+                                          seq_len=seq_len, valid=valid, test=test, groups=groups, progress=progress,
+                                          log_dir=log_dir, checkpoints=checkpoints, fresh=fresh, key=key), precision)
+
+    ran = dict(zip(todo, spread([job(*t) for t in todo], precision, devices)))
+    return [reuse.get((name, seed)) or ran[name, seed] for seed in seeds for name in builders]
+
+
+def _home(run: Run, precision: Precision) -> Run:
+    """``run`` with its model on ``precision.device`` (a run spread to another GPU comes back)."""
+    run.module.to(precision.device)
+    return run
+
+
+def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits, config: TrainConfig,
+            precision: Precision, *, lrs: Sequence[float], seed: int, batch_size: int, seq_len: int,
+            eval_batches: int, progress: bool = True, checkpoints: Path | None = None, fresh: bool = False,
+            key: Mapping | None = None,
+            devices: Sequence[torch.device] | None = None) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
+    """The same small grid for every model: train each model at each lr in ``lrs`` on the first seed and choose the
+    lr with the lowest final validation loss (a rate at which the loss diverges counts as infinite). The test split
+    is not scored here. Returns the chosen lr per model,
+    the grid's table (model × lr → final validation loss) and the grid's runs (for reuse: the chosen run is the
+    first seed's run; its test split is scored once by run_seeds' caller). Spread over several GPUs as
+    ``run_seeds``."""
+    valid = fixed_batches(splits.valid, eval_batches, batch_size, seq_len)
+    grid = [(name, lr) for name in builders for lr in lrs]
+
+    def job(name: str, lr: float) -> Callable[[Precision], Run | None]:
+        def attempt(prec: Precision) -> Run | None:
+            try:
+                return _home(run_one(name, builders[name], seed, splits, dataclasses.replace(config, lr=lr), prec,
+                                     batch_size=batch_size, seq_len=seq_len, valid=valid, test=None,
+                                     progress=progress, checkpoints=checkpoints, fresh=fresh, key=key), precision)
+            except DivergenceError:  # a rate too high for this model: it cannot be chosen
+                return None
+        return attempt
+
+    results = spread([job(*g) for g in grid], precision, devices)
+    runs = [run for run in results if run is not None]
+    rows = [{"model": name, "lr": lr, "val_loss": run.history.final_eval_loss if run else math.inf}
+            for (name, lr), run in zip(grid, results)]
+    table = pd.DataFrame(rows).pivot(index="model", columns="lr", values="val_loss").loc[list(builders)]
+    chosen = {name: float(table.loc[name].idxmin()) for name in builders}
+    return chosen, table, [r for r in runs if r.lr == chosen[r.model]]
+
+
+def score_test(runs: Sequence[Run], splits: TokenSplits, precision: Precision, *, batch_size: int, seq_len: int,
+               eval_batches: int) -> list[Run]:
+    """Score the test split once for runs that have not been scored (a tuning run kept as a seed's run)."""
+    test = fixed_batches(splits.test, eval_batches, batch_size, seq_len)
+    for r in runs:
+        if math.isnan(r.test_loss):
+            r.test_loss = evaluate(r.module, test, precision)
+    return list(runs)
+
+
+def summarize(runs: Sequence[Run]) -> pd.DataFrame:
+    """One row per model: parameters, lr, how its runs came about (trained, resumed, reused), final validation loss
+    and perplexity (mean and 95 % t-interval over seeds), test loss (mean and interval), ms/step (median over seeds), tokens/s, FLOPs per forward pass, peak
+    memory, and the training steps skipped for non-finite gradients (summed over seeds)."""
+    rows = []
+    for name in dict.fromkeys(r.model for r in runs):
+        rs = [r for r in runs if r.model == name]
+        val = mean_ci([r.history.final_eval_loss for r in rs])
+        test = mean_ci([r.test_loss for r in rs])
+        rows.append({"model": name, "params": rs[0].n_params, "seeds": len(rs), "lr": rs[0].lr,
+                     "runs": ", ".join(f"{n} {o}" for o, n in Counter(r.origin for r in rs).items()),
+                     "val_loss": val.mean, "val_loss_lo": val.low, "val_loss_hi": val.high,
+                     "val_ppl": math.exp(val.mean), "test_loss": test.mean, "test_loss_lo": test.low,
+                     "test_loss_hi": test.high, "test_ppl": math.exp(test.mean),
+                     "ms_per_step": statistics.median(r.ms_per_step for r in rs),
+                     "tokens_per_s": statistics.median(1000 * r.tokens_per_step / r.ms_per_step for r in rs),
+                     "gflops_per_forward": rs[0].flops_per_forward / 1e9,
+                     "peak_memory_mb": max(r.peak_memory for r in rs) / 2**20,
+                     "skipped_steps": sum(len(r.history.skipped_steps) for r in rs)})
+    return pd.DataFrame(rows).set_index("model")
+
+
+def compare_to(runs: Sequence[Run], reference: str, metric=lambda r: r.test_loss) -> pd.DataFrame:
+    """Each model against ``reference`` on ``metric`` (default: the test loss, scored once), paired by seed (the
+    seed fixes the batch stream): mean difference with its 95 % t-interval, paired t and p (uncorrected), d_z."""
+    by_model = {name: {r.seed: metric(r) for r in runs if r.model == name} for name in dict.fromkeys(r.model for r in runs)}
+    ref = by_model[reference]
+    rows = []
+    for name, values in by_model.items():
+        seeds = sorted(set(values) & set(ref))
+        t = paired_test([values[s] for s in seeds], [ref[s] for s in seeds], claim="below")
+        rows.append({"model": name, f"diff_vs_{reference}": t.interval.mean, "diff_lo": t.interval.low,
+                     "diff_hi": t.interval.high, "paired_t": t.t, "p_value": t.p, "d_z": t.dz})
+    return pd.DataFrame(rows).set_index("model")
+
+
+def loss_at_depth(run: Run, steps: int, batches: Sequence, precision: Precision) -> float:
+    """Held-out loss of a trained depth-shared model re-discretised to ``steps`` depth steps (then restored)."""
+    stack = run.module.blocks[0]
+    trained, stack.steps = stack.steps, steps
+    try:
+        return evaluate(run.module, batches, precision)
+    finally:
+        stack.steps = trained
+
+
+def loss_with_solver(model: nn.Module, solver: str, steps: int, batches: Sequence, precision: Precision) -> float:
+    """Held-out loss of a trained ODE hybrid with its flow re-solved by ``solver`` in ``steps`` fixed-grid steps
+    (dopri5 ignores ``steps``), then restored."""
+    blocks = ode_blocks(model)
+    trained = [(b.solver, b.steps) for b in blocks]
+    for b in blocks:
+        b.solver, b.steps = solver, steps
+    try:
+        return evaluate(model, batches, precision)
+    finally:
+        for b, (s, n) in zip(blocks, trained):
+            b.solver, b.steps = s, n
+
+
+def grad_ratios(runs: Sequence[Run], arm: str, reference: str, group: str) -> list[float]:
+    """Per seed: the mean gradient norm of ``group`` over the steps ``arm`` took, over the same for ``reference``
+    (seeds share the batch stream, so the ratio is paired)."""
+    ref = {r.seed: r for r in runs if r.model == reference}
+    return [statistics.fmean(r.history.grad_norm[group]) / statistics.fmean(ref[r.seed].history.grad_norm[group])
+            for r in runs if r.model == arm and r.seed in ref]

@@ -1,0 +1,157 @@
+"""Measurements of ODE-block variants: peak memory and time of a training step, gradient error against direct
+backpropagation, function evaluations, and the speed of cached against recomputed generation.
+
+Peak memory on CUDA is torch's allocator peak; on the CPU, where torch keeps no such counter, it is the running
+sum of every allocation and free the profiler records (``profile_memory``), in the order they happened — also those
+inside an operation, such as a custom autograd Function's temporaries. Both count only what the measured function
+allocates beyond what was already allocated (weights, optimizer state).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+from torch._C._profiler import _EventType
+from torch.profiler import ProfilerActivity, profile
+
+from odebook.models.lm import LM, generate, lm_loss, ode_blocks
+from odebook.training.runtime import Precision, synchronize
+
+__all__ = ["peak_memory", "gradient", "relative_error", "nfe_per_forward", "sensitivity_sweep", "generation_speed"]
+
+
+def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
+    """Bytes allocated at the peak of ``fn()`` beyond what was allocated before it."""
+    if device.type == "cuda":
+        synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    # Each allocation and free is a node of the profiler's event tree, timed, at whatever depth it happened (the
+    # per-operator totals of prof.events() net out a temporary that an operation frees before it returns).
+    changes, nodes = [], list(prof.profiler.kineto_results.experimental_event_tree())
+    while nodes:
+        node = nodes.pop()
+        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
+            changes.append((node.start_time_ns, node.extra_fields.alloc_size))
+        nodes.extend(node.children)
+    current = peak = 0
+    for _, size in sorted(changes, key=lambda change: change[0]):
+        current += size
+        peak = max(peak, current)
+    return peak
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2: the CPU profiler writes trace lines ("USDT: … profiler_start") there."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def gradient(model: nn.Module) -> torch.Tensor:
+    """Every parameter's gradient, flattened into one vector (zeros where there is none)."""
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten().double()
+                      for p in model.parameters()])
+
+
+def relative_error(a: torch.Tensor, reference: torch.Tensor) -> float:
+    """‖a − reference‖ / ‖reference‖."""
+    return ((a - reference).norm() / reference.norm()).item()
+
+
+def _reset_nfe(model: nn.Module) -> None:
+    for block in ode_blocks(model):
+        block.field.nfe = 0
+
+
+def _nfe(model: nn.Module) -> int:
+    return sum(block.field.nfe for block in ode_blocks(model))
+
+
+@torch.no_grad()
+def nfe_per_forward(model: nn.Module, x: torch.Tensor, precision: Precision) -> int:
+    """Vector-field evaluations of one forward pass of ``model`` on ``x`` (what dopri5 chose for this input)."""
+    was_training = model.training
+    model.eval()
+    _reset_nfe(model)
+    with precision.autocast():
+        model(x)
+    model.train(was_training)
+    return _nfe(model)
+
+
+def sensitivity_sweep(build: Callable[[str, int], nn.Module], batch: tuple[torch.Tensor, torch.Tensor],
+                      precision: Precision, *, methods: Sequence[str], steps: Sequence[int],
+                      repeats: int = 3) -> pd.DataFrame:
+    """For every number of steps and sensitivity method: peak memory of one training step (forward + backward),
+    its median time over ``repeats`` (after one warm-up), the vector-field evaluations of its forward and backward
+    passes, and the relative error of its gradient against the "direct" method's at the same number of steps.
+
+    ``build(method, steps)`` must return the same weights for every method at a given number of steps."""
+    x, y = (t.to(precision.device) for t in batch)
+    rows = []
+    for n in steps:
+        reference = None
+        for method in sorted(methods, key=lambda m: m != "direct"):  # direct first: it is the reference
+            model = build(method, n).to(precision.device).train()
+
+            def step() -> tuple[int, int]:
+                """One training step; returns the vector-field evaluations of its forward and backward pass."""
+                model.zero_grad(set_to_none=True)
+                _reset_nfe(model)
+                with precision.autocast():
+                    loss = lm_loss(model, (x, y))
+                forward = _nfe(model)
+                loss.backward()
+                return forward, _nfe(model) - forward
+
+            nfe_forward, nfe_backward = step()  # also the warm-up
+            grad = gradient(model)
+            reference = grad if method == "direct" else reference
+            times = []
+            for _ in range(repeats):
+                synchronize(precision.device)
+                t0 = time.perf_counter()
+                step()
+                synchronize(precision.device)
+                times.append(time.perf_counter() - t0)
+            rows.append({"steps": n, "method": method, "peak_memory_mb": peak_memory(step, precision.device) / 2**20,
+                         "ms_per_step": 1000 * statistics.median(times), "nfe_forward": nfe_forward,
+                         "nfe_backward": nfe_backward,
+                         "grad_rel_error": relative_error(grad, reference) if reference is not None else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def generation_speed(model: LM, prompt: torch.Tensor, n_new: int) -> dict:
+    """Greedy generation of ``n_new`` tokens after ``prompt`` [B, T], with the KV cache and by recomputation:
+    seconds of each (after a warm-up of a few tokens), the speed-up, and whether the tokens are identical."""
+    out, seconds = {}, {}
+    for cache in (True, False):
+        generate(model, prompt, 4, temperature=0, cache=cache)  # warm-up: first-call allocations and caches
+        synchronize(prompt.device)
+        t0 = time.perf_counter()
+        out[cache] = generate(model, prompt, n_new, temperature=0, cache=cache)
+        synchronize(prompt.device)
+        seconds[cache] = time.perf_counter() - t0
+    return {"new_tokens": n_new, "cached_s": seconds[True], "recomputed_s": seconds[False],
+            "speedup": seconds[False] / seconds[True], "identical_tokens": bool(torch.equal(out[True], out[False]))}

@@ -1,0 +1,1 @@
+"""The one training loop, checkpoints, devices and precision, data parallelism, independent runs."""

@@ -1,0 +1,97 @@
+"""Checkpoints that survive interruption: written atomically, read with a clear error, keyed by what made them.
+
+A checkpoint is one ``torch.save`` file. It is written to a temporary file in the same folder, flushed to disk and
+renamed over the old one, so a run killed mid-write leaves the last good checkpoint in place and a half-written one
+is never read. ``fingerprint`` names a run's configuration (the parameters that affect it and odebook's own source),
+so a checkpoint is only resumed or reused by the run that made it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import tempfile
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["CheckpointError", "save", "load", "rng_state", "set_rng_state", "fingerprint", "source_hash",
+           "sources_sha256"]
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file that cannot be read; the message names the file."""
+
+
+def save(path: str | Path, state: dict[str, Any]) -> None:
+    """Write ``state`` to ``path`` atomically (temporary file, fsync, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """Read a checkpoint written by ``save``; any unreadable file raises CheckpointError naming it."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # truncated, garbage, wrong format: one message that says which file
+        raise CheckpointError(f"checkpoint {path} cannot be read ({type(err).__name__}: {err}); delete it to "
+                              "start that run afresh, or run with fresh: true") from err
+    if not isinstance(state, dict) or "fingerprint" not in state:
+        raise CheckpointError(f"checkpoint {path} is not an odebook checkpoint (no fingerprint)")
+    return state
+
+
+def rng_state() -> dict[str, Any]:
+    """Every random number generator a run draws from: Python's, numpy's, torch's CPU and CUDA generators."""
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@lru_cache(maxsize=1)
+def source_hash() -> str:
+    """sha256 of odebook's own source files, once a process: a code change invalidates every stored run."""
+    return sources_sha256()
+
+
+def sources_sha256(root: str | Path | None = None, *, leave_out: Iterable[str | Path] = ()) -> str:
+    """sha256 of the source files of the package at ``root`` (default: odebook) but ``leave_out``, read now
+    (odebook.book.reports hashes all but itself)."""
+    h = hashlib.sha256()
+    root = Path(root or Path(__file__).parents[1]).resolve()
+    skip = {Path(f).resolve() for f in leave_out}
+    for f in sorted(root.rglob("*.py")):
+        if f.resolve() not in skip:
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def fingerprint(**parts: Any) -> str:
+    """A short hash of ``parts`` (JSON-able values: parameters, model name, seed, the model's repr …) and of
+    odebook's source."""
+    text = json.dumps(parts, sort_keys=True, default=repr)
+    return hashlib.sha256((text + source_hash()).encode()).hexdigest()[:16]

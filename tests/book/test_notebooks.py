@@ -1,0 +1,136 @@
+"""Every notebook: paired and in sync, no committed outputs, defaults equal to its schema, and it runs (smoke)."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import jupytext
+import pytest
+
+from odebook.book import runner
+from odebook.params import STUDIES
+
+from conftest import ROOT
+
+BOOK = runner.Book.at(ROOT)
+NOTEBOOKS = BOOK.all_notebooks()
+
+
+def cells(nb):
+    return [(c.cell_type, c.source.strip()) for c in nb.cells]
+
+
+def test_the_book_has_notebooks():
+    assert "01_gradient_flow" in NOTEBOOKS
+
+
+def pairing_problems(py, ipynb) -> list[str]:
+    """What keeps ``py`` and ``ipynb`` from being a clean pair, one line each, with the fix."""
+    if not ipynb.is_file():
+        return [f"{ipynb} is missing: run make sync"]
+    a, b = cells(jupytext.read(py)), cells(jupytext.read(ipynb))
+    problems = []
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            lx, ly = x[1].splitlines(), y[1].splitlines()
+            j = next((k for k, (u, v) in enumerate(zip(lx, ly)) if u != v), min(len(lx), len(ly)))
+            problems.append(f"{py.stem}: cell {i} differs between .py and .ipynb at its line {j + 1}: "
+                            f"{(lx[j:j + 1] or ['<end>'])[0]!r} vs {(ly[j:j + 1] or ['<end>'])[0]!r}")
+            break
+    if len(a) != len(b):
+        problems.append(f"{py.stem}: {len(a)} cells in the .py, {len(b)} in the .ipynb")
+    if problems:
+        problems.append("fix: make sync (jupytext keeps the more recently saved file of the pair)")
+    raw = json.loads(ipynb.read_text())
+    dirty = [i for i, c in enumerate(raw["cells"]) if c["cell_type"] == "code"
+             and (c.get("outputs") or c.get("execution_count"))]
+    if dirty:
+        problems.append(f"{ipynb.name}: cells {dirty} have outputs or execution counts: run make sync (strips them)")
+    return problems
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_py_and_ipynb_are_in_sync_and_the_ipynb_has_no_outputs(name):
+    problems = pairing_problems(BOOK.notebooks / f"{name}.py", BOOK.notebooks / f"{name}.ipynb")
+    assert not problems, "\n".join(problems)
+
+
+def test_make_sync_pairs_and_strips_outputs_and_counts(tmp_path, root):
+    """The state JupyterLab leaves behind (outputs, counts, a cell edited in the .ipynb) is what make sync fixes."""
+    name = NOTEBOOKS[0]
+    (tmp_path / "notebooks").mkdir()
+    py, ipynb = tmp_path / "notebooks" / f"{name}.py", tmp_path / "notebooks" / f"{name}.ipynb"
+    shutil.copy(BOOK.notebooks / f"{name}.py", py)
+    nb = json.loads((BOOK.notebooks / f"{name}.ipynb").read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    code[1]["execution_count"] = 7
+    code[1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["hello\n"]}]
+    code[-1]["source"] = ["print('edited in JupyterLab')"]
+    ipynb.write_text(json.dumps(nb))
+    os.utime(py, (1, 1))  # the .ipynb is the newer file, as after saving in JupyterLab
+    problems = pairing_problems(py, ipynb)
+    assert any("differs between .py and .ipynb" in p for p in problems) and any("make sync" in p for p in problems)
+    assert any("have outputs or execution counts" in p for p in problems)
+    done = subprocess.run(["make", "-f", str(root / "Makefile"), "sync", f"VENV={root / '.venv'}"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert pairing_problems(py, ipynb) == []
+    assert "print('edited in JupyterLab')" in py.read_text()
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_parameters_cell_holds_the_schema_defaults(name):
+    nb = jupytext.read(BOOK.notebooks / f"{name}.py")
+    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    namespace: dict = {}
+    exec(cell.source, namespace)
+    values = {k: v for k, v in namespace.items() if not k.startswith("__")}
+    assert values == STUDIES[name]().to_dict(), "the notebook's parameters cell and odebook.params disagree"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "t4"])
+def test_every_profile_has_a_parameter_file(name, profile):
+    assert (BOOK.params / profile / f"{name}.yaml").is_file()
+
+
+@pytest.mark.slow
+def test_every_notebook_runs_with_the_smoke_profile(tmp_path):
+    """The same runner as make run-all, writing to a temporary outputs folder."""
+    book = runner.Book(BOOK.notebooks, BOOK.params, tmp_path)
+    results = runner.run_book(book, "smoke")
+    assert [r.name for r in results] == NOTEBOOKS
+    assert all(r.ok for r in results), [r.error for r in results if not r.ok]
+    for name in NOTEBOOKS:
+        out = tmp_path / "smoke" / name
+        results_json = json.loads((out / "results.json").read_text())
+        assert results_json["headline"], f"{name} wrote no headline numbers"
+        assert list((out / "figures").glob("*.png")), f"{name} saved no figure"
+        assert (out / f"{name}.html").stat().st_size > 10_000
+    assert (tmp_path / "smoke" / "index.html").is_file()
+
+
+def test_pre_commit_runs_make_sync_on_notebooks(root):
+    import re
+
+    import yaml
+
+    (hook,) = yaml.safe_load((root / ".pre-commit-config.yaml").read_text())["repos"][0]["hooks"]
+    assert hook["entry"] == "make sync" and not hook["pass_filenames"]
+    assert re.search(hook["files"], "notebooks/01_gradient_flow.ipynb") and re.search(hook["files"], "notebooks/x.py")
+
+
+@pytest.mark.slow
+def test_a_misspelt_papermill_parameter_stops_the_notebook_before_compute(tmp_path):
+    """papermill -p with a name the study does not know: papermill only warns, the notebook's start refuses it."""
+    import papermill
+
+    name = NOTEBOOKS[0]
+    with pytest.raises(papermill.PapermillExecutionError) as info:
+        papermill.execute_notebook(jupytext.read(BOOK.notebooks / f"{name}.py"), str(tmp_path / "out.ipynb"),
+                                   parameters={"stepz": 3, "output_dir": str(tmp_path)}, kernel_name="python3",
+                                   language="python", cwd=str(BOOK.notebooks), progress_bar=False)
+    assert info.value.ename == "ParamError"
+    assert "unknown key 'stepz' (did you mean 'steps'?)" in info.value.evalue
+    assert not list(tmp_path.glob("figures/*")) and not (tmp_path / "results.json").exists()

@@ -1,0 +1,120 @@
+"""The committed reference reports (reports/<profile>/): well-formed, run with the profile's parameters, small, and
+summarised in the README; and the machinery that publishes them and says when they are stale."""
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from odebook.book import reports
+from odebook.params import validate_values
+from odebook.study.stats import OUTCOMES
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = sorted(p for p in (ROOT / reports.REPORTS).glob("*/*") if p.is_dir())
+INJECTED = {"output_dir", "checkpoint_dir", "fresh"}  # set by the runner, not by the parameter file
+MAX_BYTES = 20 * 2**20
+
+
+@pytest.mark.parametrize("report", COMMITTED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_committed_report_is_well_formed_and_ran_with_its_profiles_parameters(report):
+    profile, name = report.parent.name, report.name
+    manifest = json.loads((report / "manifest.json").read_text())
+    assert manifest["status"] == "ok" and manifest["notebook"] == name and manifest["profile"] == profile
+    assert set(manifest["hashes"]) == {"notebook", "parameters", "odebook"} and manifest["device"]
+    results = json.loads((report / "results.json").read_text())
+    assert {"headline", "verdicts", "parameters"} <= set(results)
+    for v in results["verdicts"]:
+        assert v["claim"] and v["verdict"] in OUTCOMES and "evidence" in v and "scale" in v
+    nb = nbformat.read(report / f"{name}.ipynb", as_version=4)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors, f"{report}: a cell raised {errors[0].ename}"
+    assert (report / f"{name}.html").is_file()
+    figures = list((report / "figures").glob("*.png"))
+    assert figures, f"{report}: no figures"
+    index = (report.parent / "index.html").read_text(encoding="utf-8")
+    for ref in {part.split("'")[0] for part in index.split(f"src='{name}/")[1:]}:
+        assert (report / ref).is_file(), f"index.html shows {name}/{ref}, which is not committed"
+    expected = validate_values(name, ROOT / "params" / profile / f"{name}.yaml")[0].to_dict()
+    ran = {k: v for k, v in manifest["parameters"].items() if k not in INJECTED}
+    assert ran == {k: v for k, v in expected.items() if k not in INJECTED}, f"{report}: not the profile's parameters"
+    assert not list(report.rglob("*.pt")) and not (report / "tensorboard").exists()
+    assert str(ROOT) not in (report / f"{name}.ipynb").read_text(encoding="utf-8")
+
+
+def test_committed_reports_cover_the_book_stay_small_and_fill_the_readme_table():
+    profiles = {p.parent.name for p in COMMITTED}
+    notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+    for profile in profiles:
+        assert sorted(p.name for p in COMMITTED if p.parent.name == profile) == notebooks
+        assert (ROOT / reports.REPORTS / profile / "index.html").is_file()
+    size = sum(f.stat().st_size for f in (ROOT / reports.REPORTS).rglob("*") if f.is_file())
+    assert size < MAX_BYTES, f"committed reports take {size / 2**20:.1f} MB (at most 20 MB)"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split(reports.README_START)[1].split(reports.README_END)[0].strip()
+    assert table == reports.verdict_table(ROOT), "README's verdict table is out of date: python -m odebook.book.reports readme"
+
+
+def _book(tmp_path: Path) -> Path:
+    """A repository with one notebook, its cpu parameter file and a finished run of it in outputs/cpu."""
+    root = tmp_path / "book"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "params" / "cpu").mkdir(parents=True)
+    (root / "notebooks" / "01_x.py").write_text("# # 01 · x\n#\n# **Question.** Does it hold?\n")
+    (root / "params" / "cpu" / "01_x.yaml").write_text("steps: 3\n")
+    run = root / "outputs" / "cpu" / "01_x"
+    (run / "figures").mkdir(parents=True)
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "a.done.pt").write_bytes(b"weights")
+    (run / "figures" / "f.png").write_bytes(b"png")
+    (run / "01_x.ipynb").write_text(json.dumps({"out": f"{root.resolve()}/outputs/cpu/01_x"}))
+    (run / "results.json").write_text(json.dumps({"headline": {}, "parameters": {}, "verdicts": [
+        {"claim": "it holds", "verdict": "held", "evidence": "mean 1 [0.9, 1.1]; more", "scale": "tiny"}]}))
+    (run / "manifest.json").write_text(json.dumps({"notebook": "01_x", "profile": "cpu", "status": "ok", "seconds": 1.0,
+                                                   "finished": "2026-01-01T00:00:00+00:00",
+                                                   "hashes": reports.hashes(root, "01_x", "cpu")}))
+    (root / "outputs" / "cpu" / "index.html").write_text("<html></html>")
+    shutil.copytree(run, root / "outputs" / "cpu" / "02_y.failed")
+    (root / "README.md").write_text(f"# book\n{reports.README_START}\nold\n{reports.README_END}\nrest\n")
+    return root
+
+
+def test_publish_leaves_out_checkpoints_and_failures_and_writes_relative_paths(tmp_path):
+    root = _book(tmp_path)
+    dst = reports.publish(root, "cpu")
+    assert sorted(p.name for p in dst.iterdir()) == ["01_x", "index.html"]
+    assert not (dst / "01_x" / "checkpoints").exists() and (dst / "01_x" / "figures" / "f.png").is_file()
+    assert json.loads((dst / "01_x" / "01_x.ipynb").read_text()) == {"out": "reports/cpu/01_x"}
+    assert reports.update_readme(root) and "| [01_x](reports/cpu/01_x/01_x.ipynb) | it holds | **held** | mean 1 " \
+        "[0.9, 1.1]; more |" in (root / "README.md").read_text()  # the whole evidence: a verdict may rest on several
+    assert (root / "README.md").read_text().endswith(f"{reports.README_END}\nrest\n")
+
+
+def test_a_report_goes_stale_when_its_notebook_parameters_or_odebook_change_and_the_index_says_so(tmp_path):
+    root = _book(tmp_path)
+    reports.publish(root, "cpu")
+    assert reports.check(root, "cpu") == {"01_x": []}
+    (root / "params" / "cpu" / "01_x.yaml").write_text("steps: 4\n")
+    (root / "notebooks" / "01_x.py").write_text("# # 01 · x, changed\n")
+    assert reports.check(root, "cpu") == {"01_x": ["notebook", "parameters"]}
+    assert "stale: its notebook, parameters changed" in (root / reports.REPORTS / "cpu" / "index.html").read_text()
+    manifest = root / reports.REPORTS / "cpu" / "01_x" / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "hashes": {
+        **reports.hashes(root, "01_x", "cpu"), "odebook": "0" * 16}}))
+    assert reports.stale(root, "cpu") == {"01_x": ["odebook"]}
+
+
+def test_the_odebook_hash_covers_what_notebooks_run_and_not_the_report_publisher(tmp_path, monkeypatch):
+    """Mending odebook/book/reports.py (run only after the fact) leaves committed reports current; any other module counts."""
+    import odebook
+
+    package = tmp_path / "odebook"
+    shutil.copytree(Path(odebook.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(reports, "__file__", str(package / "book" / "reports.py"))
+    before = reports.odebook_hash()
+    (package / "book" / "reports.py").write_text((package / "book" / "reports.py").read_text() + "\n# mended\n")
+    assert reports.odebook_hash() == before
+    (package / "study" / "stats.py").write_text((package / "study" / "stats.py").read_text() + "\n# changed\n")
+    assert reports.odebook_hash() != before

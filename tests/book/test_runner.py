@@ -1,0 +1,270 @@
+"""The runner on two tiny notebooks: one that works and one that raises."""
+
+import dataclasses
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from odebook import params as params_mod
+from odebook.book import runner
+from odebook.params import Params, spec
+
+OK = '''# %% tags=["parameters"]
+output_dir = ""
+value = 1
+
+# %%
+import json, pathlib
+pathlib.Path(output_dir, "results.json").write_text(json.dumps({"headline": {"value": value}}))
+print("computed", value)
+'''
+FAIL = OK + '\n# %%\nraise RuntimeError("boom from the notebook")\n'
+
+
+@dataclasses.dataclass
+class OkParams(Params):
+    study = "90_ok"
+    value: int = spec(1, ge=0)
+
+
+@dataclasses.dataclass
+class FailParams(OkParams):
+    study = "91_fail"
+
+
+@pytest.fixture
+def book(tmp_path, monkeypatch) -> runner.Book:
+    monkeypatch.setitem(params_mod.STUDIES, "90_ok", OkParams)
+    monkeypatch.setitem(params_mod.STUDIES, "91_fail", FailParams)
+    b = runner.Book(tmp_path / "notebooks", tmp_path / "params", tmp_path / "outputs")
+    b.notebooks.mkdir()
+    (b.params / "smoke").mkdir(parents=True)
+    (b.params / "cpu").mkdir()  # a profile without parameter files
+    (b.notebooks / "90_ok.py").write_text(OK)
+    (b.notebooks / "91_fail.py").write_text(FAIL)
+    (b.params / "smoke" / "90_ok.yaml").write_text("value: 7\n")
+    (b.params / "smoke" / "91_fail.yaml").write_text("")
+    return b
+
+
+def test_a_failing_notebook_does_not_stop_the_others_and_is_rendered(book):
+    results = runner.run_book(book, "smoke")
+    assert [(r.name, r.ok) for r in results] == [("90_ok", True), ("91_fail", False)]
+    ok, failed = book.outputs / "smoke" / "90_ok", book.outputs / "smoke" / "91_fail.failed"
+    assert {p.name for p in ok.iterdir()} >= {"90_ok.ipynb", "90_ok.html", "manifest.json", "results.json"}
+    assert json.loads((ok / "results.json").read_text()) == {"headline": {"value": 7}}  # the YAML value was used
+    manifest = json.loads((ok / "manifest.json").read_text())
+    assert manifest["status"] == "ok" and manifest["parameters"]["value"] == 7
+    assert {"git_commit", "packages", "device", "started", "finished"} <= set(manifest)
+    assert "boom from the notebook" in (failed / "91_fail.html").read_text()
+    assert json.loads((failed / "manifest.json").read_text())["status"] == "failed"
+    index = (book.outputs / "smoke" / "index.html").read_text()
+    assert "90_ok/90_ok.html" in index and "91_fail.failed/91_fail.html" in index and "value: 7" in index
+    assert not list((book.outputs / "smoke").glob(".*"))  # no staging folders left behind
+
+
+def test_a_failed_rerun_keeps_the_last_successful_outputs(book):
+    runner.run_book(book, "smoke", ["90_ok"])
+    (book.notebooks / "90_ok.py").write_text(FAIL)
+    assert runner.main(["--root", str(book.notebooks.parent), "--profile", "smoke", "90_ok"]) == 1
+    out = book.outputs / "smoke"
+    assert json.loads((out / "90_ok" / "results.json").read_text()) == {"headline": {"value": 7}}
+    assert (out / "90_ok.failed" / "90_ok.html").is_file()
+    assert "last success" in (out / "index.html").read_text()
+    (book.notebooks / "90_ok.py").write_text(OK)  # a later success clears the failure
+    runner.run_book(book, "smoke", ["90_ok"])
+    assert not (out / "90_ok.failed").exists()
+
+
+def test_invalid_parameters_stop_everything_before_any_compute(book, capsys):
+    (book.params / "smoke" / "91_fail.yaml").write_text("value: -1\nvalu: 2\n")
+    code = runner.main(["--root", str(book.notebooks.parent), "--profile", "smoke"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "91_fail.yaml" in err and "key 'value' = -1: must be >= 0" in err and "unknown key 'valu'" in err
+    assert not book.outputs.exists()  # nothing ran, not even the valid notebook
+
+
+def test_unknown_notebook_and_missing_parameter_file_are_reported(book, capsys):
+    assert runner.main(["--root", str(book.notebooks.parent), "--profile", "smoke", "99_nope"]) == 2
+    assert "no such notebook" in capsys.readouterr().err
+    assert runner.main(["--root", str(book.notebooks.parent), "--profile", "cpu", "90_ok"]) == 2
+    assert "parameter file not found" in capsys.readouterr().err
+
+
+# -- names that become paths ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("profile", ["/tmp/elsewhere", "../notebooks", "smoke/..", "", "nope"])
+def test_a_profile_must_be_a_folder_name_under_params(book, capsys, tmp_path, profile):
+    victim = tmp_path / "elsewhere"
+    victim.mkdir(exist_ok=True)
+    (victim / "keep.txt").write_text("mine")
+    root = str(book.notebooks.parent)
+    assert runner.main(["--root", root, "--profile", profile, "90_ok"]) == runner.EXIT_BAD_PARAMETERS
+    assert runner.main(["--root", root, "--profile", profile, "--clean"]) == runner.EXIT_BAD_PARAMETERS
+    err = capsys.readouterr().err
+    assert f"profile {profile!r}: not a folder of" in err and "known profiles: cpu, smoke" in err
+    assert (victim / "keep.txt").read_text() == "mine" and (book.notebooks / "90_ok.py").is_file()
+    assert not book.outputs.exists()
+
+
+@pytest.mark.parametrize("name", ["../notebooks/90_ok", "/tmp/90_ok", "90_ok.py", "."])
+def test_a_notebook_must_be_a_name_under_notebooks(book, capsys, name):
+    assert runner.main(["--root", str(book.notebooks.parent), "--profile", "smoke", name]) == 2
+    assert f"notebook {name!r}: no such notebook in" in capsys.readouterr().err
+    assert not book.outputs.exists()
+
+
+def test_clean_deletes_only_the_profiles_outputs(book):
+    runner.run_book(book, "smoke", ["90_ok"])
+    (book.outputs / "keep.txt").write_text("x")
+    assert runner.main(["--root", str(book.notebooks.parent), "--profile", "smoke", "--clean"]) == 0
+    assert not (book.outputs / "smoke").exists() and (book.outputs / "keep.txt").is_file()
+
+
+def test_nothing_outside_outputs_is_replaced(book, tmp_path):
+    with pytest.raises(params_mod.ParamError, match="lies outside"):
+        runner._inside(book.outputs / "smoke" / ".." / ".." / "notebooks", book.outputs)
+    with pytest.raises(params_mod.ParamError, match="lies outside"):
+        runner._inside(book.outputs, book.outputs)  # not the outputs folder itself either
+    assert runner._inside(book.outputs / "smoke" / "x", book.outputs) == book.outputs / "smoke" / "x"
+
+
+# -- through make --------------------------------------------------------------------------------------------------
+MAKE = ["make", "--no-print-directory", "-f", str(Path(__file__).resolve().parents[2] / "Makefile")]
+
+
+@pytest.mark.parametrize("status, says", [(2, "invalid parameters, profile or notebook name: nothing ran"),
+                                          (1, "a notebook failed; see outputs/smoke/index.html")])
+def test_make_run_all_says_whether_parameters_were_bad_or_a_notebook_failed(tmp_path, status, says):
+    """GNU make exits 2 on any failed recipe; the runner's own status shows in make's 'Error N' and in one line."""
+    fake = tmp_path / "bin" / "python"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nexit {status}\n")
+    fake.chmod(0o755)
+    done = subprocess.run(MAKE + ["run-all", "PROFILE=smoke", f"VENV={tmp_path}"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and says in done.stderr and f"Error {status}" in done.stderr
+
+
+def test_make_lab_allows_root_only_as_root_and_make_setup_registers_no_user_kernel(tmp_path):
+    lab = subprocess.run(MAKE + ["-n", "lab"], cwd=tmp_path, capture_output=True, text=True).stdout
+    assert ("--allow-root" in lab) == (os.getuid() == 0)
+    setup = subprocess.run(MAKE + ["-n", "setup"], cwd=tmp_path, capture_output=True, text=True).stdout
+    assert "pip install" in setup and "kernelspec" not in setup and "ipykernel install" not in setup
+
+
+def test_the_venvs_jupyter_runs_python3_with_its_own_python(tmp_path, monkeypatch):
+    """Even with a user-wide 'python3' kernel pointing elsewhere, the environment's Jupyter (make lab, papermill
+    from .venv/bin) resolves the notebooks' kernel name to this interpreter."""
+    import sys
+
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    user = tmp_path / "user" / "kernels" / "python3"
+    user.mkdir(parents=True)
+    (user / "kernel.json").write_text(json.dumps({"argv": ["/other/checkout/.venv/bin/python", "-m",
+                                                           "ipykernel_launcher", "-f", "{connection_file}"],
+                                                  "display_name": "other", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "user"))
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("not running in a virtual environment")
+    monkeypatch.delenv("JUPYTER_PREFER_ENV_PATH", raising=False)
+    km = KernelManager(kernel_name="python3", kernel_spec_manager=KernelSpecManager())
+    assert km.format_kernel_cmd()[0] == sys.executable
+
+
+# -- reports and the front page ------------------------------------------------------------------------------------
+REPORT = '''# %% [markdown]
+# # 92 · A study
+#
+# **Question.** Does the front page show what was asked?
+#
+# More text.
+
+# %% tags=["parameters"]
+output_dir = ""
+value = 1
+
+# %%
+import json, pathlib
+out = pathlib.Path(output_dir)
+print("outputs:", out)
+(out / "figures").mkdir(exist_ok=True)
+(out / "figures" / "key.png").write_bytes(b"png")
+verdicts = [{"claim": "the answer is shown", "verdict": "held", "evidence": "7 of 7 shown", "scale": "tiny"}]
+(out / "results.json").write_text(json.dumps({"headline": {"value": value}, "verdicts": verdicts}))
+
+# %%
+import sys
+from tqdm import tqdm
+for run in ("run a", "run b"):
+    bar = tqdm(range(3), desc=run, mininterval=0)
+    for _ in bar:
+        bar.set_postfix(loss="1.5")
+print("a warning", file=sys.stderr)
+'''
+
+
+def test_reports_carry_the_profile_banner_and_the_final_path_and_the_index_is_a_front_page(book, monkeypatch):
+    monkeypatch.setitem(params_mod.STUDIES, "92_report", OkParams)
+    (book.notebooks / "92_report.py").write_text(REPORT)
+    (book.params / "smoke" / "92_report.yaml").write_text("")
+    runner.run_book(book, "smoke", ["92_report", "91_fail"])
+    out = book.outputs / "smoke"
+    report = (out / "92_report" / "92_report.ipynb").read_text()
+    assert "no verdict here counts" in report  # the smoke banner
+    assert ".running" not in report and str((out / "92_report").resolve()) in report
+    last = [(o["name"], "".join(o["text"])) for o in json.loads(report)["cells"][-1]["outputs"]]
+    assert last == [("stdout", "run a: 3/3 steps in 00:00 (loss=1.5)\nrun b: 3/3 steps in 00:00 (loss=1.5)\n"),
+                    ("stderr", "a warning\n")]  # one line per progress bar; other stderr kept
+    page = (out / "index.html").read_text()
+    assert "92 · A study" in page and "Does the front page show what was asked?" in page
+    assert "the answer is shown" in page and "7 of 7 shown" in page and "measured at tiny" in page
+    assert "92_report/figures/key.png" in page
+    assert "RuntimeError: boom from the notebook" in page and "whole error" in page
+    trace = json.loads((out / "91_fail.failed" / "manifest.json").read_text())["traceback"]
+    assert 'raise RuntimeError("boom from the notebook")' in trace and "\x1b[" not in trace
+
+
+CKPT = '''# %% tags=["parameters"]
+output_dir = ""
+checkpoint_dir = ""
+fresh = False
+fail = False
+
+# %%
+import json, pathlib
+folder = pathlib.Path(checkpoint_dir)
+folder.mkdir(parents=True, exist_ok=True)
+with open(folder / "runs.txt", "a") as f:
+    f.write(f"fresh={fresh}\\n")
+pathlib.Path(output_dir, "results.json").write_text(json.dumps({"headline": {"fresh": fresh}}))
+assert not fail, "failed after writing a checkpoint"
+'''
+
+
+@dataclasses.dataclass
+class CkptParams(Params):
+    study = "92_ckpt"
+    checkpoint_dir: str = spec("")
+    fresh: bool = spec(False)
+    fail: bool = spec(False)
+
+
+def test_checkpoints_survive_reruns_and_failures_and_fresh_reaches_the_notebook(book, monkeypatch):
+    """Runs keep checkpoints in outputs/<profile>/<notebook>/checkpoints/: a successful re-run carries them into its
+    new outputs, a failed one leaves them in place, and --fresh (make run-all FRESH=1) sets the notebook's fresh."""
+    monkeypatch.setitem(params_mod.STUDIES, "92_ckpt", CkptParams)
+    (book.notebooks / "92_ckpt.py").write_text(CKPT)
+    (book.params / "smoke" / "92_ckpt.yaml").write_text("")
+    log = book.outputs / "smoke" / "92_ckpt" / "checkpoints" / "runs.txt"
+    runner.run_book(book, "smoke", ["92_ckpt"])
+    runner.run_book(book, "smoke", ["92_ckpt"], fresh=True)
+    assert log.read_text() == "fresh=False\nfresh=True\n"
+    (book.params / "smoke" / "92_ckpt.yaml").write_text("fail: true\n")
+    assert not runner.run_book(book, "smoke", ["92_ckpt"])[0].ok
+    assert log.read_text() == "fresh=False\nfresh=True\nfresh=False\n"  # the failed run's checkpoint is kept

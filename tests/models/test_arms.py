@@ -1,0 +1,62 @@
+"""Study 01's arms from one configuration: parameter counts, compute, groups by position, causality."""
+
+import pytest
+import torch
+
+from odebook.models.arms import ARMS, HybridConfig, gradient_flow_arms, layer_groups
+from odebook.study.flops import forward_flops
+from odebook.models.lm import count_params
+from odebook.nn import Block
+from odebook.params import GradientFlowParams
+
+from causality import assert_causal
+
+V, D, H, L, P = 40, 32, 4, 6, 16
+CFG = HybridConfig(vocab_size=V, d_model=D, n_layer=L, n_head=H, max_seq_len=P, ode_layers=(2, 3), steps=4)
+BLOCK = sum(q.numel() for q in Block(d_model=D, n_head=H).parameters())
+FIELD_EXTRA = (D + D) + (D * D + D) + (4 * D + D) + 1  # time embedding 1 → d → d, control embedding, α
+
+
+def build(arm):
+    torch.manual_seed(0)
+    return gradient_flow_arms(CFG)[arm]()
+
+
+def test_parameter_counts_of_the_arms():
+    base = count_params(build("baseline"))
+    assert count_params(build("null")) == base - 2 * BLOCK
+    assert count_params(build("shared")) == base - BLOCK  # one block, applied 4 times
+    assert count_params(build("hybrid")) == base - 2 * BLOCK + BLOCK + FIELD_EXTRA
+
+
+def test_compute_of_the_arms_matches_the_field_evaluations():
+    x = torch.randint(0, V, (2, P))
+    flops = {arm: forward_flops(build(arm), x) for arm in ARMS}
+    per_block = (flops["baseline"] - flops["null"]) // 2
+    assert flops["shared"] == flops["baseline"] + (4 - 2) * per_block  # four applications where there were two
+    # the same four evaluations, plus each evaluation's time embedding (1 → d → d) and control embedding (B × 4 → d)
+    assert flops["hybrid"] == flops["shared"] + 4 * 2 * (D + D * D + 2 * 4 * D)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_every_arm_is_causal_and_its_groups_partition_its_parameters(arm):
+    model = build(arm)
+    assert_causal(model, V, P, positions=[0, 7, P - 1])
+    groups = layer_groups(model, CFG.replaced_blocks(arm))
+    ids = [id(q) for qs in groups.values() for q in qs]
+    assert len(ids) == len(set(ids)) == len(list(model.parameters()))
+    assert ("replaced" in groups) == (arm != "null")
+    if arm != "null":
+        span = sum(q.numel() for q in groups["replaced"])
+        assert span == {"baseline": 2 * BLOCK, "shared": BLOCK, "hybrid": BLOCK + FIELD_EXTRA}[arm]
+    assert sum(q.numel() for q in groups["before"]) == 2 * BLOCK
+
+
+def test_params_give_the_configuration_the_notebook_builds():
+    p = GradientFlowParams.from_mapping({"tokenizer": "bytes", "d_model": 32, "ode_steps": 3, "solver": "rk4"}, "x")
+    cfg = p.model_config(256)
+    assert (cfg.vocab_size, cfg.d_model, cfg.solver, cfg.steps, cfg.ode_layers) == (256, 32, "rk4", 3, (2, 3))
+    model = cfg.shared()
+    assert model.blocks[2].times == 12  # rk4: 4 evaluations per step × 3 steps
+    with pytest.raises(ValueError, match="fixed-grid"):
+        cfg.replace(solver="dopri5").shared()

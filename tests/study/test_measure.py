@@ -1,0 +1,90 @@
+import pytest
+import torch
+
+from odebook.models import lm as models
+from odebook.study.measure import generation_speed, nfe_per_forward, peak_memory, sensitivity_sweep
+from odebook.training.runtime import precision_for, seed_everything
+
+CPU = precision_for(torch.device("cpu"))
+SHAPE = dict(vocab_size=40, d_model=16, n_layer=3, n_head=2, max_seq_len=48)
+
+
+def test_cpu_peak_memory_counts_what_the_function_holds_at_once():
+    def two_at_once():
+        a = torch.ones(1000, 1000)  # 4,000,000 bytes
+        b = torch.ones(500, 1000)  # 2,000,000 bytes
+        return a.sum() + b.sum()
+
+    def one_after_another():
+        for _ in range(3):
+            torch.ones(1000, 1000).sum()
+
+    assert peak_memory(two_at_once, torch.device("cpu")) == pytest.approx(6_000_000, rel=0.01)
+    assert peak_memory(one_after_another, torch.device("cpu")) == pytest.approx(4_000_000, rel=0.01)
+
+
+def test_cpu_peak_memory_counts_what_an_operation_frees_inside_itself():
+    """A temporary that a custom autograd Function allocates and frees before it returns (as the sliced head, the
+    adjoint and the reversible backward do) counts at its peak, in the forward and in the backward pass."""
+    class Temporary(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x + torch.ones(1000, 1000).sum()  # 4,000,000 bytes, freed before forward returns
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * torch.ones(1000, 1500).mean()  # 6,000,000 bytes, freed before backward returns
+
+    x = torch.zeros(10, requires_grad=True)
+    assert peak_memory(lambda: Temporary.apply(x), torch.device("cpu")) == pytest.approx(4_000_000, rel=0.01)
+    assert peak_memory(lambda: Temporary.apply(x).sum().backward(),
+                       torch.device("cpu")) == pytest.approx(6_000_000, rel=0.01)
+
+
+def build(method, steps):
+    seed_everything(0)
+    return models.ode_hybrid(**SHAPE, ode_layers=[1], solver="midpoint", steps=steps, sensitivity=method)
+
+
+@pytest.mark.slow
+def test_sensitivity_sweep_measures_memory_evaluations_and_gradient_error():
+    x = torch.randint(0, 40, (2, 24), generator=torch.Generator().manual_seed(0))
+    sweep = sensitivity_sweep(build, (x, x.roll(-1, 1)), CPU, methods=["reversible", "adjoint", "direct"],
+                              steps=[2, 8], repeats=1).set_index(["steps", "method"])
+    for n in (2, 8):
+        assert sweep.loc[(n, "direct"), "grad_rel_error"] == 0
+        assert 0 < sweep.loc[(n, "adjoint"), "grad_rel_error"] < 1e-2
+        assert 0 < sweep.loc[(n, "reversible"), "grad_rel_error"] < 1e-2
+        assert (sweep.loc[n, "nfe_forward"] == 2 * n).all()  # midpoint: 2 evaluations per step
+        assert sweep.loc[(n, "direct"), "nfe_backward"] == 0
+        assert sweep.loc[(n, "reversible"), "nfe_backward"] == 2 * 2 * n  # one step back, one step forward
+    memory = sweep.peak_memory_mb.unstack()
+    assert memory.loc[8, "direct"] > 1.5 * memory.loc[2, "direct"]
+    assert memory.loc[8, "adjoint"] < 1.2 * memory.loc[2, "adjoint"]
+    assert memory.loc[8, "reversible"] < 1.2 * memory.loc[2, "reversible"]
+
+
+def test_dopri5_evaluations_are_counted_and_generation_speed_compares_identical_tokens():
+    seed_everything(0)
+    adaptive = models.ode_hybrid(**SHAPE, ode_layers=[1], solver="dopri5")
+    assert nfe_per_forward(adaptive, torch.zeros(1, 8, dtype=torch.long), CPU) >= 6  # at least one dopri5 step
+    result = generation_speed(build("direct", 2), torch.zeros(1, 4, dtype=torch.long), 12)
+    assert result["identical_tokens"] and result["new_tokens"] == 12
+    assert result["speedup"] == pytest.approx(result["recomputed_s"] / result["cached_s"])
+
+
+def test_loss_with_solver_re_solves_the_flow_and_restores_it():
+    from odebook.data.corpus import fixed_batches
+    from odebook.study.experiment import loss_with_solver
+    from odebook.training.train import evaluate
+
+    model = build("direct", 2)
+    with torch.no_grad():
+        for p in model.parameters():  # a flow far from the identity, so the integrators disagree
+            p.add_(0.3 * torch.randn_like(p))
+    batches = fixed_batches(torch.randint(0, 40, (500,), generator=torch.Generator().manual_seed(0)), 2, 2, 16)
+    trained = evaluate(model, batches, CPU)
+    assert loss_with_solver(model, "midpoint", 2, batches, CPU) == trained
+    assert loss_with_solver(model, "euler", 1, batches, CPU) != trained
+    block = model.blocks[1]
+    assert (block.solver, block.steps) == ("midpoint", 2) and evaluate(model, batches, CPU) == trained

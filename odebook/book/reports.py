@@ -2,8 +2,9 @@
 
 ``publish`` copies a run's outputs/<profile>/ there (executed notebooks, HTML, figures, tables, results and manifests,
 and the index), leaving out checkpoints and TensorBoard logs and writing paths relative to the repository. A report
-is *stale* when its notebook, its parameter file or odebook's sources differ from the ones it ran with — the hashes
-its manifest.json records (``hashes``, written by the runner); ``check`` lists the stale ones and marks them on the
+is *stale* when its notebook, its parameter file or the code a study runs (odebook's science sub-packages,
+``training.checkpoint.SCIENCE``; not the book's machinery) differ from the ones it ran with — the hashes its
+manifest.json records (``hashes``, written by the runner); ``check`` lists the stale ones and marks them on the
 reports' index, never failing for it. ``verdict_table`` turns the committed results.json files into the README's
 table of verdicts, between the two markers below, so no number in it is typed by hand.
 
@@ -21,7 +22,7 @@ import shutil
 from pathlib import Path
 
 from odebook.book import index
-from odebook.training.checkpoint import sources_sha256
+from odebook.training.checkpoint import science_sha256
 
 __all__ = ["REPORTS", "LEFT_OUT", "odebook_hash", "hashes", "publish", "stale", "check", "verdict_table",
            "update_readme", "README_START", "README_END"]
@@ -37,16 +38,17 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "missing"
 
 
-def odebook_hash() -> str:
-    """sha256 of odebook's sources that a notebook runs: all but this module, which only publishes and checks
-    reports after the fact (so mending it does not make every committed report stale)."""
-    return sources_sha256(Path(__file__).parents[1], leave_out=[__file__])[:16]
+def odebook_hash(root: Path) -> str:
+    """sha256 of the code a study runs in the book at ``root``: odebook's SCIENCE sub-packages, not the book's machinery
+    (this module, the runner, the front page, the Colab cell) nor benchmarks/ or README, so mending those leaves the
+    committed reports current."""
+    return science_sha256(root / "odebook")[:16]
 
 
 def hashes(root: Path, name: str, profile: str) -> dict[str, str]:
     """What a report of notebook ``name`` under ``profile`` depends on: its notebook, its parameter file, odebook."""
     return {"notebook": _sha(root / "notebooks" / f"{name}.py"),
-            "parameters": _sha(root / "params" / profile / f"{name}.yaml"), "odebook": odebook_hash()}
+            "parameters": _sha(root / "params" / profile / f"{name}.yaml"), "odebook": odebook_hash(root)}
 
 
 def _reports(folder: Path) -> list[Path]:

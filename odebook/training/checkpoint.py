@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 __all__ = ["CheckpointError", "save", "load", "rng_state", "set_rng_state", "fingerprint", "source_hash",
-           "sources_sha256"]
+           "science_sha256", "SCIENCE"]
 
 
 class CheckpointError(RuntimeError):
@@ -71,22 +71,24 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+# The sub-packages whose code decides a study's numbers; book/ (runner, front page, reports, Colab cell) is machinery.
+SCIENCE = ("nn", "models", "data", "training", "study", "params")
+
+
 @lru_cache(maxsize=1)
 def source_hash() -> str:
-    """sha256 of odebook's own source files, once a process: a code change invalidates every stored run."""
-    return sources_sha256()
+    """sha256 of odebook's science code, once a process: a change to it invalidates every stored run."""
+    return science_sha256()
 
 
-def sources_sha256(root: str | Path | None = None, *, leave_out: Iterable[str | Path] = ()) -> str:
-    """sha256 of the source files of the package at ``root`` (default: odebook) but ``leave_out``, read now
-    (odebook.book.reports hashes all but itself)."""
+def science_sha256(package: str | Path | None = None) -> str:
+    """sha256 of the source files (path and bytes) of the SCIENCE sub-packages of the odebook package at ``package``
+    (default: this one), read now. Changing the book's machinery (odebook/book, benchmarks/, README) leaves it as it is."""
     h = hashlib.sha256()
-    root = Path(root or Path(__file__).parents[1]).resolve()
-    skip = {Path(f).resolve() for f in leave_out}
-    for f in sorted(root.rglob("*.py")):
-        if f.resolve() not in skip:
-            h.update(str(f.relative_to(root)).encode())
-            h.update(f.read_bytes())
+    package = Path(package or Path(__file__).parents[1]).resolve()
+    for f in sorted(f for part in SCIENCE for f in (package / part).rglob("*.py")):
+        h.update(str(f.relative_to(package)).encode())
+        h.update(f.read_bytes())
     return h.hexdigest()
 
 

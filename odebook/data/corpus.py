@@ -13,10 +13,10 @@ from typing import Protocol
 
 import torch
 
-from odebook.data.mirror import (DATA_ENV, HOW_TO_PROVIDE, TIKTOKEN_DIR, DataError, check_data, gpt2_from_mirror,
-                            mirror_dir)
-from odebook.nn.linear_ce import IGNORE_INDEX  # padding targets: the loss skips them
+from odebook.data.core import Corpus, DataError
+from odebook.data.mirror import DATA_ENV, HOW_TO_PROVIDE, TIKTOKEN_DIR, check_data, gpt2_from_mirror, mirror_dir
 from odebook.data.own_corpus import load_own_corpus
+from odebook.nn.linear_ce import IGNORE_INDEX  # padding targets: the loss skips them
 
 __all__ = ["DATA_ENV", "DataError", "Tokenizer", "ByteTokenizer", "TiktokenTokenizer", "get_tokenizer", "Corpus",
            "TokenSplits", "CORPORA", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches", "Batch",
@@ -80,17 +80,6 @@ def get_tokenizer(name: str) -> Tokenizer:
 
 
 # -- corpora ------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Corpus:
-    """Three disjoint text splits and a sentence saying where they came from."""
-
-    name: str
-    train: str
-    valid: str
-    test: str
-    description: str
-
-
 WIKITEXT2_HUB = "wikitext-2-v1"  # the hub's tokenized variant: the same text as the mirror's wiki.*.tokens
 
 

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from unittest import mock
 
+from odebook.data.core import DataError
+
 __all__ = ["DATA_ENV", "DataError", "MIRROR_FILES", "TIKTOKEN_DIR", "HOW_TO_PROVIDE", "mirror_dir", "check_data",
            "gpt2_from_mirror"]
 
@@ -25,10 +27,6 @@ TIKTOKEN_DIR = "tiktoken"
 HOW_TO_PROVIDE = (f"Either connect to the internet (data come from the Hugging Face hub), or set {DATA_ENV} to a "
                   "local mirror laid out like ../shared/data (see its README), e.g. "
                   f"{DATA_ENV}=../shared/data make run-all")
-
-
-class DataError(RuntimeError):
-    """Data could not be found or loaded; the message says how to provide them."""
 
 
 def mirror_dir() -> Path | None:

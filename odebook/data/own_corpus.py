@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from odebook.data.core import Corpus, DataError
+
 __all__ = ["FILE_KEYS", "file_problems", "split_text", "load_own_corpus"]
 
 FILE_KEYS = ("train_file", "valid_file", "test_file")
@@ -76,8 +78,6 @@ def file_problems(*, train_file: str, valid_file: str, test_file: str, text_file
 def load_own_corpus(*, train_file: str = "", valid_file: str = "", test_file: str = "", text_file: str = "",
                     split_fractions: list[float] | tuple[float, ...] = (0.9, 0.05, 0.05)):
     """The ``files`` corpus: checked as the parameters are, then read."""
-    from odebook.data.corpus import Corpus, DataError
-
     fractions = list(split_fractions)
     problems = file_problems(train_file=train_file, valid_file=valid_file, test_file=test_file,
                              text_file=text_file, split_fractions=fractions)

@@ -1,0 +1,80 @@
+"""The package's layout is its architecture: sub-packages depend one way, no module imports itself back in a circle,
+and no module grows past what one reader holds in mind."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "odebook"
+# Lower layers first; a module may import from its own sub-package or from a lower layer, never from one above it.
+# params and training share a layer and do not import each other.
+LAYERS = {"nn": 0, "data": 1, "models": 2, "params": 3, "training": 3, "study": 4, "book": 5}
+MAX_LINES = 350
+
+
+def _modules() -> dict[str, Path]:
+    return {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+            for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """Every odebook module ``name`` imports, at the top or inside a function (a lazy import is still a dependency)."""
+    found = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        found |= {t for t in targets if t in known and t != name and t != "odebook"}
+    return found
+
+
+GRAPH = {name: _imports(path, name, set(_modules())) for name, path in _modules().items()}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else None
+
+
+def test_every_subpackage_has_a_layer():
+    assert {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()} == set(LAYERS)
+
+
+def test_dependencies_point_down_the_layers():
+    upward = [f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets
+              if _layer(a) and _layer(b) and _layer(a) != _layer(b) and LAYERS[_layer(b)] >= LAYERS[_layer(a)]]
+    assert not upward, "imports from a layer to one at or above it:\n" + "\n".join(upward)
+
+
+def test_no_module_imports_itself_back_in_a_circle():
+    seen, stack, circles = set(), [], []
+
+    def visit(node):
+        if node in stack:
+            circles.append(" -> ".join(stack[stack.index(node):] + [node]))
+            return
+        if node in seen:
+            return
+        seen.add(node)
+        stack.append(node)
+        for target in sorted(GRAPH[node]):
+            visit(target)
+        stack.pop()
+
+    for node in sorted(GRAPH):
+        visit(node)
+    assert not circles, "import circles:\n" + "\n".join(circles)
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_modules_stay_readable_in_one_sitting(name):
+    lines = len(_modules()[name].read_text().splitlines())
+    assert lines <= MAX_LINES, f"{name}: {lines} lines (at most {MAX_LINES}); split it by concept"

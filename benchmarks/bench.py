@@ -11,6 +11,8 @@ after its timed steps (their mean): a rate measured once at the start of the run
 processes on these shared machines, and the step's time moves with it. Each row runs in its own worker process,
 because glibc reads its allocator settings at process start; timings are medians over steps after warm-up.
 
+The size rules of odebook.nn.gemm (MIN_MACS, MIN_WEIGHT, the weight gradient's orientation): benchmarks/gemm_rules.py.
+
 Gated delta rule: forward + backward time of the chunked pure-PyTorch form against the reference loop for
 T ∈ {256, 1024, 4096} (batch 2, 4 heads, K = V = 64, chunk 64).
 
@@ -37,13 +39,15 @@ import time
 
 import torch
 
+from benchmarks.gemm_rules import bench_gemm
+from benchmarks.timing import median_time
 from odebook.models import lm as models
 from odebook.data.corpus import random_batches
 from odebook.study.flops import count_flops
 from odebook.study.flops import forward_flops
 from odebook.study.measure import peak_memory
 from odebook.models.lm import count_params, lm_loss, time_indexed
-from odebook.nn import gemm
+from odebook.nn import gemm, torch_private
 from odebook.params import TIME_INDEXED_MODELS, GradientFlowParams, ODESolverParams, TimeIndexedParams
 from odebook.training.runtime import ALLOCATOR_ENV, Precision, seed_everything
 from odebook.training.train import TrainConfig, train
@@ -81,7 +85,7 @@ def matmul_flops(n: int = 2048, repeats: int = 10) -> float:
     """FLOP/s of an n×n fp32 matmul through torch's own path, the one the models' matmuls take (median of
     ``repeats``)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 / _median_time(lambda: a @ b, repeats)
+    return 2 * n**3 / median_time(lambda: a @ b, repeats)
 
 
 @torch.no_grad()
@@ -91,7 +95,7 @@ def onednn_matmul_flops(n: int = 2048, repeats: int = 10) -> float | None:
     if not gemm.onednn_available():
         return None
     a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 / _median_time(lambda: gemm.mm(a, b), repeats)
+    return 2 * n**3 / median_time(lambda: gemm.mm(a, b), repeats)
 
 
 @torch.no_grad()
@@ -104,31 +108,17 @@ def weight_layout_times(n: int = 2048, k: int = 256, m: int = 256) -> dict[str, 
     x, wide = torch.randn(n, k), torch.randn(m, 3 * k)
     weight = wide[:, k:2 * k]
     plain = weight.contiguous()
-    raw = torch.ops.mkldnn._linear_pointwise
     t0 = time.perf_counter()
-    raw(x, weight, None, "none", [], "")
-    return {"as given": time.perf_counter() - t0, "odebook.nn.gemm": _median_time(lambda: gemm.mm(x, weight.t()), 10),
-            "plain": _median_time(lambda: gemm.mm(x, plain.t()), 10)}
+    torch_private.onednn_linear(x, weight)  # the kernel given the slice as it is: no copy to a plain layout
+    return {"as given": time.perf_counter() - t0, "odebook.nn.gemm": median_time(lambda: gemm.mm(x, weight.t()), 10),
+            "plain": median_time(lambda: gemm.mm(x, plain.t()), 10)}
 
 
 def reference_flops() -> float:
     """The MFU reference: the faster of the two rates above, measured now (oneDNN's also where the step runs on
     torch's GEMM)."""
-    use, gemm.USE_ONEDNN = gemm.USE_ONEDNN, True
-    try:
+    with gemm.backend("onednn"):
         return max(matmul_flops(), onednn_matmul_flops() or 0.0)
-    finally:
-        gemm.USE_ONEDNN = use
-
-
-def _median_time(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def step_flops(model: torch.nn.Module, loss_fn=lm_loss) -> tuple[float, float]:
@@ -154,13 +144,14 @@ def step_times(model: torch.nn.Module, steps: int, warmup: int, flush_denormal: 
     return hist.step_time[warmup:]
 
 
-def _worker(model_name: str, flush: bool, head: str, use_onednn: bool, steps: int, warmup: int) -> dict:
-    gemm.USE_ONEDNN = use_onednn
+def _worker(model_name: str, flush: bool, head: str, kernel: str, steps: int, warmup: int) -> dict:
     seed_everything(0)
     model = BUILDERS[model_name]()
-    flops, peak = step_flops(model, LOSSES[head])
+    with gemm.backend(kernel):
+        flops, peak = step_flops(model, LOSSES[head])
     before = reference_flops()
-    times = step_times(model, steps, warmup, flush, LOSSES[head])
+    with gemm.backend(kernel):
+        times = step_times(model, steps, warmup, flush, LOSSES[head])
     return {"flops": flops, "peak": peak, "times": times, "reference": (before + reference_flops()) / 2}
 
 
@@ -340,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="timed steps per row")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--only", choices=("01", "delta_rule", "02", "05", "ddp"), help="run one section")
+    parser.add_argument("--only", choices=("01", "gemm", "delta_rule", "02", "05", "ddp"), help="run one section")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:  # one measurement, printed as JSON for the parent
@@ -353,12 +344,14 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps(_worker_05()))
         else:
             model_name, flush, head, kernel = args.worker
-            print(json.dumps(_worker(model_name, flush == "flush", head, kernel == "onednn", args.steps, args.warmup)))
+            print(json.dumps(_worker(model_name, flush == "flush", head, kernel, args.steps, args.warmup)))
         return
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {_load()}")
     if args.only in (None, "01"):
         bench_01(args.steps, args.warmup)
+    if args.only in (None, "gemm"):
+        bench_gemm()
     if args.only in (None, "delta_rule"):
         bench_delta_rule()
     if args.only in (None, "02"):

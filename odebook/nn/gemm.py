@@ -1,63 +1,80 @@
-"""fp32 matrix products on the CPU through oneDNN, where torch's own GEMM leaves half the CPU unused.
+"""fp32 matrix products on the CPU through oneDNN, where torch's own GEMM leaves much of the CPU unused.
 
-torch sends its CPU fp32 matmuls to MKL. On the AMD processors of these machines MKL takes a path that reaches
-about half of the CPU's rate: 180–216 GFLOP/s on two cores, against 380–475 GFLOP/s for oneDNN's fp32 inner
-product on the same products (``make bench`` prints both). oneDNN's inner product is the kernel torch's own compiler calls for
-linear layers on the CPU (``torch.ops.mkldnn._linear_pointwise``); it takes ordinary strided tensors, returns an
+torch sends its CPU fp32 matmuls to MKL. On the AMD processors of these machines MKL takes a path that leaves much
+of the CPU's rate unused, where oneDNN's fp32 inner product does not (``make bench`` prints both rates on the
+machine at hand). oneDNN's inner product is the kernel torch's own compiler calls for linear layers on the CPU
+(odebook.nn.torch_private.onednn_linear: a private entry point); it takes ordinary strided tensors, returns an
 ordinary tensor, and computes in fp32 throughout (no reduced-precision mode is set), so its results differ from
 MKL's only in the order of the sums. Its weight operand must be row- or column-major without gaps, or it runs
-~2,500× slower; ``_plain`` copies any other view first. It has no autograd formula of its own:
+orders of magnitude slower (``make bench``'s weight-layout row); ``_plain`` copies any other view first. It has no
+autograd formula of its own:
 - ``linear`` is F.linear with one: its backward pass is two more oneDNN products (the models' projections and MLPs,
   odebook.nn.attention; ``Linear`` is nn.Linear through it);
 - ``mm`` and ``addmm_`` are for code that forms its own gradients (the sliced head, odebook.nn.linear_ce).
 
 All three fall back to torch off the CPU, for products under MIN_MACS multiply-adds (``linear`` without autograd:
 only if the weight also has under MIN_WEIGHT elements), for other dtypes, under
-autocast, under torch.func's transforms (jacrev in odebook.study.dynamics), without oneDNN, or with ``USE_ONEDNN = False``
-(the bench's side-by-side row); ``mm`` and ``addmm_`` also where autograd would record them. tests/nn/test_gemm.py
+autocast, under torch.func's transforms (jacrev in odebook.study.dynamics), without oneDNN (or where
+odebook.nn.torch_private finds its entry point changed), or inside ``with backend("torch"):`` (the bench's
+side-by-side row); ``mm`` and ``addmm_`` also where autograd would record them. tests/nn/test_gemm.py
 holds all three to fp64 products and F.linear.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["Linear", "linear", "mm", "addmm_", "onednn_available", "USE_ONEDNN"]
+from odebook.nn import torch_private
 
-USE_ONEDNN = True  # the switch the bench turns off to time torch's GEMM in the same run
-# Smaller products (multiply-adds n·k·m) go to torch, whose call costs less. Through ``linear``, a forward +
-# backward breaks even with F.linear at ~4 Mi multiply-adds (1,024 rows × 64 × 64, or 64 rows × 256 × 256); it takes
-# 1.6× F.linear's time at 1 Mi, and is 1.6× faster at 16 Mi and 1.9× at 64 Mi (2 cores). Decoding's one-row GPT-2
-# head (13 Mi) is 1.4× faster through oneDNN.
+__all__ = ["Linear", "linear", "mm", "addmm_", "onednn_available", "BACKENDS", "backend", "current_backend"]
+
+BACKENDS = ("onednn", "torch")  # oneDNN where it applies (the default), or torch's own GEMM for every product
+_BACKEND = contextvars.ContextVar("odebook_gemm_backend", default="onednn")
+# Smaller products (multiply-adds n·k·m) go to torch, whose call costs less: through ``linear``, a forward + backward
+# broke even with F.linear near 4 Mi multiply-adds (1,024 rows × 64 × 64, or 64 rows × 256 × 256), slower below,
+# faster above (``make bench --only gemm`` prints both sides of it).
 MIN_MACS = 2**22
 # Without autograd, a weight of MIN_WEIGHT elements or more also goes to oneDNN, whatever the rows. A product of few
 # rows (decoding's one) is bound by reading its weight from memory, which oneDNN spreads over both cores and torch's
-# GEMM does not: one row by a 256 × 768 weight not in cache takes 35 µs against 63 µs; by 256 × 256, 20 against 24
-# (2 cores). oneDNN's call costs ~14 µs, so smaller weights stay with torch. With a backward pass the rule of
-# MIN_MACS alone holds: there a few-row product came out either way.
+# GEMM does not; oneDNN's call costs more, so smaller weights stay with torch (``make bench --only gemm`` prints a
+# one-row product by a 256 × 768 and a 256 × 256 weight both ways). With a backward pass the rule of MIN_MACS alone
+# holds: there a few-row product came out either way.
 MIN_WEIGHT = 2**17
 
 
 def onednn_available() -> bool:
-    """Whether this torch has oneDNN's inner product (x86 and most Linux builds do; some macOS builds do not)."""
-    if not torch.backends.mkldnn.is_available():
-        return False
+    """Whether this torch has oneDNN's inner product, as tested (x86 and most Linux builds do; some macOS builds do
+    not)."""
+    return torch_private.usable("onednn_linear")
+
+
+@contextlib.contextmanager
+def backend(name: str) -> Iterator[None]:
+    """Products inside the block use ``name`` (one of BACKENDS); the previous backend returns on leaving."""
+    if name not in BACKENDS:
+        raise ValueError(f"gemm.backend: {name!r} is not one of {', '.join(BACKENDS)}")
+    token = _BACKEND.set(name)
     try:
-        torch.ops.mkldnn._linear_pointwise
-    except (AttributeError, RuntimeError):
-        return False
-    return True
+        yield
+    finally:
+        _BACKEND.reset(token)
 
 
-_AVAILABLE = onednn_available()
+def current_backend() -> str:
+    """The backend products use here: "onednn" outside any ``backend`` block."""
+    return _BACKEND.get()
 
 
 def _onednn_applies(large: bool, *tensors: torch.Tensor | None) -> bool:
     """Whether a product that is ``large`` by the size rules above goes to oneDNN."""
-    return (USE_ONEDNN and _AVAILABLE and large and not torch.is_autocast_enabled("cpu")
-            and not torch._C._are_functorch_transforms_active()
+    return (large and _BACKEND.get() == "onednn" and onednn_available() and not torch.is_autocast_enabled("cpu")
+            and not torch_private.functorch_transforms_active()
             and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors if t is not None))
 
 
@@ -75,15 +92,14 @@ def _by_hand(a: torch.Tensor, b: torch.Tensor, *others: torch.Tensor) -> bool:
 def _plain(weight: torch.Tensor) -> torch.Tensor:
     """The weight operand of a oneDNN product, row- or column-major without gaps: a plain one as it is, any other
     view (a column slice of a wider matrix, every other row, an expanded tensor) copied. On such a view oneDNN's
-    inner product takes ~2,500× longer (1.6 s against 0.6 ms for 2,048 × 256 × 256 on 2 cores, ``make bench``) —
-    as the weight gradient of a linear layer whose input is a slice of a wider tensor would. x needs no copy (a
-    strided x runs as fast)."""
+    inner product takes orders of magnitude longer (``make bench`` prints the two) — as the weight gradient of a
+    linear layer whose input is a slice of a wider tensor would. x needs no copy (a strided x runs as fast)."""
     return weight if weight.is_contiguous() or weight.t().is_contiguous() else weight.contiguous()
 
 
 def _inner_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x @ weight.t() (+ bias) by oneDNN: x [n, k], weight [m, k], either of them may be a transposed view."""
-    return torch.ops.mkldnn._linear_pointwise(x, _plain(weight), bias, "none", [], "")
+    return torch_private.onednn_linear(x, _plain(weight), bias)
 
 
 def _linear_forward(x: torch.Tensor, weight: torch.Tensor,
@@ -95,8 +111,9 @@ def _linear_forward(x: torch.Tensor, weight: torch.Tensor,
 
 def _weight_gradient(grad_rows: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """grad_yᵀ @ x: [out, in], from grad_rows [n, out] and rows [n, in]. oneDNN's inner product runs faster with the
-    narrower side as its rows: a wider ``out`` is computed as (xᵀ @ grad_y)ᵀ and copied into [out, in] (n = 2,048:
-    [768, 256] in 2.3 instead of 3.2 ms, [1024, 256] in 3.1 instead of 3.9; a wider ``in`` is 1.5× slower so)."""
+    narrower side as its rows: a wider ``out`` is computed as (xᵀ @ grad_y)ᵀ and copied into [out, in], copy
+    included faster than the direct product, which is not so for a wider ``in`` (``make bench --only gemm`` prints
+    both orientations)."""
     if grad_rows.shape[1] <= rows.shape[1]:
         return _inner_product(grad_rows.t(), rows.t())
     return _inner_product(rows.t(), grad_rows.t()).t().contiguous()
@@ -154,5 +171,5 @@ def addmm_(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: float = 1
     if _by_hand(a, b, c):
         if beta == 0.0:
             return _inner_product(a, b.t())
-        return torch.ops.mkldnn._linear_pointwise.binary(a, c, _plain(b.t()), None, "add")
+        return torch_private.onednn_linear_add(a, c, _plain(b.t()))
     return c.addmm_(a, b, beta=beta)

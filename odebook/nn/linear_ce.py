@@ -9,10 +9,10 @@ overwrites, instead of the whole matrix and its gradient, and no matmul is recom
 path's. Evaluation (no grad) takes the same slices and the same softmax.
 ``linear_cross_entropy_reference`` is the plain path; tests/nn/test_linear_ce.py holds the two together.
 
-Speed (``make bench``): the three matmuls go through odebook.nn.gemm (oneDNN's fp32 inner product on the CPU, about
-twice MKL's rate on these AMD machines); one softmax pass instead of a log-softmax and an exp, in place; the padded
-width for every matmul; equal slices of 1,024 tokens at this shape (against 4 slices of 512, which held three
-matrices at once: 2 % faster per training step, a fifth less peak memory).
+Speed (``make bench`` prints the sliced against the plain head): the three matmuls go through odebook.nn.gemm
+(oneDNN's fp32 inner product on the CPU); one softmax pass instead of a log-softmax and an exp, in place; the padded
+width for every matmul; equal slices of 1,024 tokens at this shape (4 slices of 512 held three matrices at once and
+came out slower, with more peak memory).
 """
 
 from __future__ import annotations
@@ -40,12 +40,12 @@ def linear_cross_entropy_reference(h: torch.Tensor, weight: torch.Tensor, target
 
 def _probabilities(hc: torch.Tensor, weight: torch.Tensor, vocab_size: int, acc: torch.dtype) -> torch.Tensor:
     """The softmax of one slice's logits hc @ weight over the first ``vocab_size`` columns, as [n, V_padded] in
-    ``acc``: the matmul runs over the padded width (a multiple of HEAD_MULTIPLE, the GEMM's fast shape, ~15 % faster
+    ``acc``: the matmul runs over the padded width (a multiple of HEAD_MULTIPLE, the GEMM's fast shape, faster
     than 50,257 columns), the spare columns' logits are set to −inf (probability 0), and the softmax overwrites the
     logits (one pass; one matrix)."""
     logits = gemm.mm(hc, weight).to(acc)
     logits[:, vocab_size:] = -torch.inf
-    return torch._softmax(logits, -1, False, out=logits)
+    return torch.softmax(logits, -1, out=logits)
 
 
 def _token_loss(p_target: torch.Tensor, h: torch.Tensor, w: torch.Tensor, targets: torch.Tensor,

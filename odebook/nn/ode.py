@@ -21,6 +21,10 @@ need it to be a deterministic function of (t, H).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torchdiffeq import odeint, odeint_adjoint
@@ -29,7 +33,8 @@ from odebook.nn.attention import MLP, CausalSelfAttention
 from odebook.nn.kv_cache import KVCache
 
 __all__ = ["VectorField", "ODEFlowBlock", "euler_reference", "fixed_grid_solve", "SOLVERS", "FIXED_GRID",
-           "SENSITIVITIES", "STAGES", "solver_problem", "ode_layers_problem", "evaluations_per_forward"]
+           "SENSITIVITIES", "STAGES", "solver_problem", "ode_layers_problem", "evaluations_per_forward",
+           "Evaluations", "count_evaluations"]
 
 SOLVERS = ("euler", "midpoint", "rk4", "dopri5")
 FIXED_GRID = ("euler", "midpoint", "rk4")
@@ -65,6 +70,36 @@ def ode_layers_problem(layers: list[int], n_layer: int) -> str | None:
 def evaluations_per_forward(solver: str, steps: int) -> int | None:
     """Vector-field evaluations of one forward solve on a fixed grid (None for adaptive solvers)."""
     return STAGES[solver] * steps if solver in STAGES else None
+
+
+@dataclass
+class Evaluations:
+    """Vector-field evaluations counted by ``count_evaluations`` so far."""
+    count: int = 0
+
+
+@contextlib.contextmanager
+def count_evaluations(module: nn.Module) -> Iterator[Evaluations]:
+    """Count the vector-field evaluations of every ODE block in ``module`` while the context is open — forward and
+    backward passes alike (the adjoint and the reversible backward re-evaluate the field), on whatever thread runs
+    them. torchdiffeq keeps no statistics of its own; the count lives in the context, not on the module: nothing to
+    reset, contexts may nest, and on leaving no trace stays on the module.
+
+        with count_evaluations(model) as evaluations:
+            model(x)
+        evaluations.count"""
+    evaluations = Evaluations()
+
+    def count(*_) -> None:
+        evaluations.count += 1
+
+    handles = [block.field.register_forward_pre_hook(count) for block in module.modules()
+               if isinstance(block, ODEFlowBlock)]
+    try:
+        yield evaluations
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def _euler(func, t0, dt, t1, y):
@@ -110,13 +145,11 @@ class VectorField(nn.Module):
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = MLP(d_model=d_model)
         self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
-        self.nfe = 0  # function evaluations since the last reset
 
     def forward(self, t: torch.Tensor, h: torch.Tensor, control: torch.Tensor | None = None,
                 cache: KVCache | None = None) -> torch.Tensor:
         """t: scalar; h: [B, T, d]; control: [B, control_dim] or None (= zeros); cache: keys and values of the
         earlier positions at this same evaluation (incremental decoding)."""
-        self.nfe += 1
         u = control if control is not None else h.new_zeros(h.shape[0], self.control_embed.in_features)
         e_t = self.time_embed(t.reshape(1, 1).to(h.dtype))  # [1, d]
         e_u = self.control_embed(u.to(h.dtype))  # [B, d]
@@ -138,8 +171,8 @@ class _Controlled(nn.Module):
 class ODEFlowBlock(nn.Module):
     """Replaces a stack of residual layers by H(1), the solution of dH/dt = f(t, H) from H(0) = x.
 
-    Fixed-grid solvers take ``steps`` equal steps; dopri5 adapts its steps to ``rtol``/``atol``. ``field.nfe``
-    counts vector-field evaluations (reset it to measure one pass)."""
+    Fixed-grid solvers take ``steps`` equal steps; dopri5 adapts its steps to ``rtol``/``atol``; ``count_evaluations``
+    counts the vector-field evaluations of a block of code."""
 
     def __init__(self, *, d_model: int, n_head: int, control_dim: int = 4, alpha_init: float = 0.1,
                  solver: str = "euler", steps: int = 4, sensitivity: str = "direct", rtol: float = 1e-3,

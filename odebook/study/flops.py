@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from odebook.nn import gemm
+from odebook.nn import gemm, torch_private
 
 __all__ = ["count_flops", "forward_flops"]
 
@@ -34,7 +34,7 @@ def _onednn_inner_product(*args, out_shape=None, **kwargs) -> int:
 
 # keyed by op, not overload: the counter looks them up so
 _CUSTOM_FLOPS = {torch.ops.aten.addmm_: _in_place_addmm} | (
-    {torch.ops.mkldnn._linear_pointwise: _onednn_inner_product} if gemm.onednn_available() else {})
+    {torch_private.onednn_linear_op(): _onednn_inner_product} if gemm.onednn_available() else {})
 
 
 def count_flops(fn: Callable[[], object]) -> int:

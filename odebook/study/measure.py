@@ -9,20 +9,18 @@ allocates beyond what was already allocated (weights, optimizer state).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 
 import pandas as pd
 import torch
 from torch import nn
-from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
 
-from odebook.models.lm import LM, generate, lm_loss, ode_blocks
+from odebook.models.lm import LM, generate, lm_loss
+from odebook.nn import torch_private
+from odebook.nn.ode import count_evaluations
 from odebook.training.runtime import Precision, synchronize
 
 __all__ = ["peak_memory", "gradient", "relative_error", "nfe_per_forward", "sensitivity_sweep", "generation_speed"]
@@ -37,35 +35,16 @@ def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
         fn()
         synchronize(device)
         return torch.cuda.max_memory_allocated(device) - before
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with torch_private.quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
-    # Each allocation and free is a node of the profiler's event tree, timed, at whatever depth it happened (the
-    # per-operator totals of prof.events() net out a temporary that an operation frees before it returns).
-    changes, nodes = [], list(prof.profiler.kineto_results.experimental_event_tree())
-    while nodes:
-        node = nodes.pop()
-        if node.tag == _EventType.Allocation and node.extra_fields.device.type == "cpu":
-            changes.append((node.start_time_ns, node.extra_fields.alloc_size))
-        nodes.extend(node.children)
+    # Every allocation and free, in time order, also those inside an operation (the per-operator totals of
+    # prof.events() net out a temporary that an operation frees before it returns).
+    changes = torch_private.cpu_allocations(prof)
     current = peak = 0
     for _, size in sorted(changes, key=lambda change: change[0]):
         current += size
         peak = max(peak, current)
     return peak
-
-
-@contextlib.contextmanager
-def _quiet_stderr():
-    """Silence file descriptor 2: the CPU profiler writes trace lines ("USDT: … profiler_start") there."""
-    sys.stderr.flush()
-    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
 
 
 def gradient(model: nn.Module) -> torch.Tensor:
@@ -79,25 +58,15 @@ def relative_error(a: torch.Tensor, reference: torch.Tensor) -> float:
     return ((a - reference).norm() / reference.norm()).item()
 
 
-def _reset_nfe(model: nn.Module) -> None:
-    for block in ode_blocks(model):
-        block.field.nfe = 0
-
-
-def _nfe(model: nn.Module) -> int:
-    return sum(block.field.nfe for block in ode_blocks(model))
-
-
 @torch.no_grad()
 def nfe_per_forward(model: nn.Module, x: torch.Tensor, precision: Precision) -> int:
     """Vector-field evaluations of one forward pass of ``model`` on ``x`` (what dopri5 chose for this input)."""
     was_training = model.training
     model.eval()
-    _reset_nfe(model)
-    with precision.autocast():
+    with count_evaluations(model) as evaluations, precision.autocast():
         model(x)
     model.train(was_training)
-    return _nfe(model)
+    return evaluations.count
 
 
 def sensitivity_sweep(build: Callable[[str, int], nn.Module], batch: tuple[torch.Tensor, torch.Tensor],
@@ -118,12 +87,12 @@ def sensitivity_sweep(build: Callable[[str, int], nn.Module], batch: tuple[torch
             def step() -> tuple[int, int]:
                 """One training step; returns the vector-field evaluations of its forward and backward pass."""
                 model.zero_grad(set_to_none=True)
-                _reset_nfe(model)
-                with precision.autocast():
-                    loss = lm_loss(model, (x, y))
-                forward = _nfe(model)
-                loss.backward()
-                return forward, _nfe(model) - forward
+                with count_evaluations(model) as evaluations:
+                    with precision.autocast():
+                        loss = lm_loss(model, (x, y))
+                    forward = evaluations.count
+                    loss.backward()
+                return forward, evaluations.count - forward
 
             nfe_forward, nfe_backward = step()  # also the warm-up
             grad = gradient(model)

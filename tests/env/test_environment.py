@@ -15,8 +15,11 @@ CONDA_NAMES = {"pytorch": "torch"}  # conda-forge's name for a package -> its pi
 
 
 def _pip_requirements(root) -> dict[str, SpecifierSet]:
+    """pyproject's dependencies and its dev extra, with the ranges of its "tested" extra where it names one (a
+    fresh conda environment gets the tested torch)."""
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
-    reqs = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"]]
+    extras = project["optional-dependencies"]
+    reqs = [Requirement(r) for r in project["dependencies"] + extras["dev"] + extras["tested"]]
     return {r.name.lower(): r.specifier for r in reqs}
 
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from odebook.nn import gemm
+from odebook.nn import gemm, torch_private
 
 PATHS = [pytest.param(True, id="oneDNN", marks=pytest.mark.skipif(not gemm.onednn_available(), reason="no oneDNN")),
          pytest.param(False, id="torch")]
@@ -9,9 +9,9 @@ PATHS = [pytest.param(True, id="oneDNN", marks=pytest.mark.skipif(not gemm.onedn
 
 @pytest.fixture(params=PATHS)
 def backend(request, monkeypatch):
-    monkeypatch.setattr(gemm, "USE_ONEDNN", request.param)
     monkeypatch.setattr(gemm, "MIN_MACS", 0)  # the small test products take the path under test
-    return request.param
+    with gemm.backend("onednn" if request.param else "torch"):
+        yield request.param
 
 
 @pytest.fixture
@@ -21,6 +21,28 @@ def onednn_calls(monkeypatch):
     inner_product = gemm._inner_product
     monkeypatch.setattr(gemm, "_inner_product", lambda *args: calls.append(1) or inner_product(*args))
     return calls
+
+
+def test_the_gemm_is_chosen_by_a_context_that_restores_the_one_before(monkeypatch, onednn_calls):
+    """No module switch to flip and forget: ``with gemm.backend(...)`` sets it for a block, and restores the
+    previous backend on leaving, also when the block raises."""
+    monkeypatch.setattr(gemm, "MIN_MACS", 0)
+    a, b, _ = _operands(8, 16, 4)
+    assert not hasattr(gemm, "USE_ONEDNN") and gemm.current_backend() == "onednn"
+    with gemm.backend("torch"):
+        gemm.mm(a, b)
+        assert not onednn_calls and gemm.current_backend() == "torch"
+        with pytest.raises(KeyError), gemm.backend("onednn"):
+            gemm.mm(a, b)
+            assert len(onednn_calls) == gemm.onednn_available()
+            raise KeyError("leaves the inner block")
+        assert gemm.current_backend() == "torch"
+        gemm.mm(a, b)
+        assert len(onednn_calls) == gemm.onednn_available()
+    gemm.mm(a, b)
+    assert len(onednn_calls) == 2 * gemm.onednn_available()
+    with pytest.raises(ValueError, match="gemm.backend: 'mkl' is not one of onednn, torch"), gemm.backend("mkl"):
+        pass
 
 
 def _operands(n, k, m, seed=0):
@@ -154,24 +176,22 @@ PLAIN = {"row-major", "column-major"}
 @pytest.mark.skipif(not gemm.onednn_available(), reason="no oneDNN")
 @pytest.mark.parametrize("layout", list(_weight_views(3, 4, torch.Generator())))
 def test_onednn_gets_the_weight_of_every_product_in_a_plain_layout(layout, monkeypatch):
-    """oneDNN's inner product takes ~2,500× longer when its weight operand is a view with gaps or repeats (a column
-    slice of a wider matrix: 1.6 s against 0.6 ms for 2,048 × 256 × 256 on 2 cores; ``make bench`` prints it), as
+    """oneDNN's inner product takes orders of magnitude longer when its weight operand is a view with gaps or repeats
+    (a column slice of a wider matrix; ``make bench`` prints it), as
     a linear layer's weight gradient is when its input is a slice of a wider tensor. Every path hands it a weight
     that is row- or column-major without gaps (a plain one as it is, no copy), and the product is unchanged."""
     monkeypatch.setattr(gemm, "MIN_MACS", 0)
-    monkeypatch.setattr(gemm, "USE_ONEDNN", True)
-    raw, weights = torch.ops.mkldnn._linear_pointwise, []
+    weights = []
 
-    class Spy:  # records the weight operand of every oneDNN product
-        def __call__(self, x, weight, *args):
-            weights.append(weight)
-            return raw(x, weight, *args)
+    def spy(kernel, weight_at):  # records the weight operand of every oneDNN product
+        def call(*args):
+            weights.append(args[weight_at])
+            return kernel(*args)
+        return call
 
-        def binary(self, x, other, weight, *args):
-            weights.append(weight)
-            return raw.binary(x, other, weight, *args)
-
-    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", Spy())
+    assert gemm.onednn_available()  # its check, which calls the kernels too, has run before the spies go in
+    for name, weight_at in (("onednn_linear", 1), ("onednn_linear_add", 2)):  # (x, weight, bias), (x, other, weight)
+        monkeypatch.setattr(torch_private, name, spy(getattr(torch_private, name), weight_at))
     g = torch.Generator().manual_seed(4)
     w = _weight_views(48, 64, g)[layout]
     x, c = torch.randn(40, 64, generator=g), torch.randn(40, 48, generator=g)
@@ -224,11 +244,11 @@ def test_every_model_family_trains_alike_on_either_gemm(family, monkeypatch, one
     x = torch.randint(0, V, (3, T), generator=torch.Generator().manual_seed(0))
     results = {}
     for use in (False, True):
-        monkeypatch.setattr(gemm, "USE_ONEDNN", use)
         torch.manual_seed(0)
         model = families[family]()
-        loss = lm_loss(model, (x, x.roll(-1, 1)))
-        loss.backward()
+        with gemm.backend("onednn" if use else "torch"):
+            loss = lm_loss(model, (x, x.roll(-1, 1)))
+            loss.backward()
         results[use] = loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
     (loss_t, grads_t), (loss_o, grads_o) = results[False], results[True]
     assert onednn_calls  # the oneDNN pass did run oneDNN's products

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from odebook.nn import ODEFlowBlock, euler_reference
-from odebook.nn.ode import SENSITIVITIES, STAGES
+from odebook.nn.ode import SENSITIVITIES, STAGES, count_evaluations
 
 D, H, C = 16, 2, 4
 
@@ -101,9 +101,29 @@ def test_reversible_gradients_converge_to_direct_backpropagation_at_the_solvers_
 @pytest.mark.parametrize("solver", ["euler", "midpoint", "rk4"])
 def test_one_pass_of_a_fixed_grid_solver_evaluates_the_field_steps_times_stages(solver):
     b = block(solver=solver, steps=3)
-    b.field.nfe = 0
-    b(torch.randn(1, 4, D))
-    assert b.field.nfe == 3 * STAGES[solver]
+    with count_evaluations(b) as evaluations:
+        b(torch.randn(1, 4, D))
+    assert evaluations.count == 3 * STAGES[solver]
+
+
+@pytest.mark.parametrize("sensitivity, backward", [("direct", 0), ("reversible", 2 * 3), ("adjoint", None)])
+def test_counting_sees_the_backward_pass_and_leaves_no_state_behind(sensitivity, backward):
+    """The count lives in the context, not on the module: nothing to reset, contexts nest, and once a context is
+    closed the field carries no counter and no hook."""
+    b = block(solver="euler", steps=3, sensitivity=sensitivity)
+    x = torch.randn(1, 4, D, requires_grad=True)
+    with count_evaluations(b) as outer:
+        y = b(x)
+        with count_evaluations(b) as inner:
+            y.sum().backward()
+    assert outer.count == 3 + inner.count
+    if backward is None:  # the adjoint integrates back with torchdiffeq's own steps: at least one per step
+        assert inner.count >= 3
+    else:  # reversible: one step back and one forward per step; direct: no evaluation in the backward pass
+        assert inner.count == backward
+    b(x)
+    assert outer.count == 3 + inner.count
+    assert not hasattr(b.field, "nfe") and not b.field._forward_pre_hooks
 
 
 def _saved_bytes(sensitivity, steps):

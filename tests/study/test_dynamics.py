@@ -44,7 +44,7 @@ class _Linear(nn.Module):
 
     def __init__(self, A):
         super().__init__()
-        self.A, self.nfe = nn.Parameter(A), 0
+        self.A = nn.Parameter(A)
 
     def forward(self, t, h, control=None, cache=None):
         return h @ self.A.T

@@ -22,7 +22,7 @@ from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 
 __all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "Ablation", "LOCAL_PATHS", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params"]
 
-HEAD_MULTIPLE = 64  # the head's outputs are padded to a multiple of this: 50,257 → 50,304 runs ~1.5× faster
+HEAD_MULTIPLE = 64  # the head's outputs are padded to a multiple of this: 50,304 columns run faster than 50,257
 
 
 class Head(nn.Module):
@@ -30,8 +30,8 @@ class Head(nn.Module):
 
     ``vocab_size`` is rounded up to HEAD_MULTIPLE columns for matmul speed and the logits are cut back, so the spare
     columns never affect the output (nor receive a gradient). The [d, vocab] layout (rather than nn.Linear's
-    [vocab, d]) makes the one-row product of a decoding step ~2.7× faster on the CPU (GPT-2 head: 1.9 vs 5.2 ms)
-    and leaves training as fast (study 01's t4 step, interleaved A/B: 1,804 vs 1,782 ms median, within noise)."""
+    [vocab, d]) made the one-row product of a decoding step faster on the CPU and left training as fast (study
+    01's t4 step in an interleaved A/B: within noise)."""
 
     def __init__(self, d_model: int, vocab_size: int):
         super().__init__()

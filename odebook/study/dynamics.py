@@ -54,8 +54,8 @@ def field_jacobian(field: Field, t: float, h: torch.Tensor) -> torch.Tensor:
 
 
 def sigma_max(M: torch.Tensor) -> float:
-    """The largest singular value, as √(largest eigenvalue of MᵀM) (LAPACK's symmetric solver: here ~50× faster
-    than an SVD of a 1024² matrix)."""
+    """The largest singular value, as √(largest eigenvalue of MᵀM) (LAPACK's symmetric solver: much faster than
+    an SVD of a 1024² matrix, and only the largest value is needed)."""
     M = M.double()
     return math.sqrt(max(torch.linalg.eigvalsh(M.T @ M)[-1].item(), 0.0))
 

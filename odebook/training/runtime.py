@@ -17,9 +17,10 @@ __all__ = ["Precision", "resolve_device", "precision_for", "seed_everything", "s
            "ALLOCATOR_ENV"]
 
 # glibc serves large allocations (a 2048 × 50,304 fp32 logit matrix is 412 MB) with fresh mmap'd pages and returns
-# them on free, so every training step page-faults its big tensors in again. Keeping freed memory in the heap cut
-# the 01 baseline's CPU step from ~2.6 s to ~1.9 s here (make bench measures it). glibc reads these variables at
-# process start, so they are set for child processes: the runner's kernels, make lab, the benchmark's workers.
+# them on free, so every training step page-faults its big tensors in again. Keeping freed memory in the heap makes
+# the 01 baseline's CPU step faster (make bench prints the tuned against the default allocator). glibc reads these
+# variables at process start, so they are set for child processes: the runner's kernels, make lab, the benchmark's
+# workers.
 ALLOCATOR_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(64 * 2**30)}
 
 

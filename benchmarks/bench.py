@@ -11,7 +11,8 @@ after its timed steps (their mean): a rate measured once at the start of the run
 processes on these shared machines, and the step's time moves with it. Each row runs in its own worker process,
 because glibc reads its allocator settings at process start; timings are medians over steps after warm-up.
 
-The size rules of odebook.nn.gemm (MIN_MACS, MIN_WEIGHT, the weight gradient's orientation): benchmarks/gemm_rules.py.
+Whether the GEMM rate is possible on these cores (clock and FLOP per cycle on the thread's CPU clock):
+benchmarks/gemm_rate.py. The size rules of odebook.nn.gemm (MIN_MACS, MIN_WEIGHT, the weight gradient's orientation): benchmarks/gemm_rules.py.
 
 Gated delta rule: forward + backward time of the chunked pure-PyTorch form against the reference loop for
 T ∈ {256, 1024, 4096} (batch 2, 4 heads, K = V = 64, chunk 64).
@@ -39,6 +40,7 @@ import time
 
 import torch
 
+from benchmarks import gemm_rate
 from benchmarks.gemm_rules import bench_gemm
 from benchmarks.timing import median_time
 from odebook.models import lm as models
@@ -331,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="timed steps per row")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--only", choices=("01", "gemm", "delta_rule", "02", "05", "ddp"), help="run one section")
+    parser.add_argument("--only", choices=("rate", "01", "gemm", "delta_rule", "02", "05", "ddp"), help="run one section")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:  # one measurement, printed as JSON for the parent
@@ -348,6 +350,8 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {_load()}")
+    if args.only in (None, "rate"):
+        gemm_rate.main()
     if args.only in (None, "01"):
         bench_01(args.steps, args.warmup)
     if args.only in (None, "gemm"):

@@ -10,6 +10,8 @@ import json
 import re
 from pathlib import Path
 
+from odebook.study.stats import outcome_word
+
 __all__ = ["PROFILE_NOTES", "profile_note", "question_of", "write_index"]
 
 # What a profile's numbers can show; the one place that says it (index banner and each report's banner).
@@ -20,7 +22,8 @@ PROFILE_NOTES = {
            "was measured at beside the source's; a verdict at this scale need not hold at the source's.",
     "t4": "T4 profile: the sources' configurations (a T4 GPU, as in Colab).",
 }
-BADGE = {"held": "#1a7f37", "not held": "#b42318", "inconclusive": "#6e7781", "not run": "#9a6700"}
+BADGE = {"held": "#1a7f37", "equivalent": "#1a7f37", "not held": "#b42318", "inconclusive": "#6e7781",
+         "not testable at this scale": "#8250df", "descriptive": "#0969da", "not run": "#9a6700"}
 
 
 def profile_note(profile: str) -> str:
@@ -56,12 +59,13 @@ def _badges(results: dict, smoke: bool) -> str:
     out = []
     for v in results.get("verdicts", []):
         outcome = v.get("verdict", "")
-        colour = "#adb5bd" if smoke else BADGE.get(outcome, "#6e7781")
+        colour = "#adb5bd" if smoke else BADGE.get(outcome_word(outcome), "#6e7781")
         evidence = html.escape(v.get("evidence", ""))
         scale = html.escape(v.get("scale", ""))
+        declared = html.escape(" · ".join(v[k] for k in ("role", "kind") if v.get(k)))  # a declared claim's
         out.append(f"<li><span class='badge' style='background:{colour}'>{html.escape(outcome)}</span> "
-                   f"{html.escape(v.get('claim', ''))}<br><small>{evidence}"
-                   f"{'<br>measured at ' + scale if scale else ''}</small></li>")
+                   f"{html.escape(v.get('claim', ''))}{f' <em>({declared})</em>' if declared else ''}"
+                   f"<br><small>{evidence}{'<br>measured at ' + scale if scale else ''}</small></li>")
     return f"<ul class='verdicts'>{''.join(out)}</ul>" if out else ""
 
 

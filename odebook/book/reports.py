@@ -105,14 +105,17 @@ def check(root: Path, profile: str) -> dict[str, list[str]]:
 
 
 def verdict_table(root: Path, profile: str = "cpu") -> str:
-    """A Markdown table of every committed report's verdicts: study, claim, verdict, the numbers it rests on."""
+    """A Markdown table of every committed report's verdicts: study, claim, verdict (with a declared claim's role,
+    kind and margin), the numbers it rests on."""
     lines = ["| study | claim | verdict | evidence |", "|---|---|---|---|"]
     folder = root / REPORTS / profile
     for report in _reports(folder) if folder.is_dir() else []:
         results = json.loads((report / "results.json").read_text())
         for v in results.get("verdicts", []):
+            declared = "; ".join(v[k] for k in ("role", "kind") if v.get(k))  # a declared claim (study.claims)
             cells = [f"[{report.name}]({REPORTS}/{profile}/{report.name}/{report.name}.ipynb)", v["claim"],
-                     f"**{v['verdict']}**", v.get("evidence", "")]  # whole: a verdict may rest on several numbers
+                     f"**{v['verdict']}**" + (f" ({declared})" if declared else ""),
+                     v.get("evidence", "")]  # whole: a verdict may rest on several numbers
             lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines)
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["Interval", "mean_ci", "OUTCOMES", "decide", "Verdict", "Comparison", "welch", "lower_is_held", "claim_lower", "all_of",
-           "paired_difference", "PowerLaw", "power_law_fit", "PairedTest", "paired_test", "holm", "paired_outcome",
-           "holm_verdicts"]
+__all__ = ["Interval", "mean_ci", "OUTCOMES", "NEEDS", "outcome_word", "decide", "Verdict", "Comparison", "welch",
+           "lower_is_held", "claim_lower", "all_of", "paired_difference", "PowerLaw", "power_law_fit", "PairedTest",
+           "paired_test", "holm", "paired_outcome", "holm_verdicts"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,17 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> Interval:
     return Interval(mean, mean - half, mean + half, n)
 
 
-OUTCOMES = ("held", "not held", "inconclusive", "not run")
+OUTCOMES = ("held", "not held", "equivalent", "not testable at this scale", "inconclusive", "descriptive", "not run")
+NEEDS = "inconclusive — needs ≈ {n} seeds"  # an inconclusive verdict that says what it would take (study.claims)
+
+
+def outcome_word(outcome: str) -> str:
+    """The word of OUTCOMES an outcome is: itself, or 'inconclusive' for "inconclusive — needs ≈ N seeds"; '' for
+    anything else."""
+    if outcome in OUTCOMES:
+        return outcome
+    head, _, n = outcome.partition(" — needs ≈ ")
+    return "inconclusive" if head == "inconclusive" and outcome == NEEDS.format(n=n.removesuffix(" seeds")) else ""
 
 
 def decide(interval: Interval, threshold: float, *, claim: str) -> str:
@@ -65,24 +75,33 @@ def decide(interval: Interval, threshold: float, *, claim: str) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A claim, its outcome (one of OUTCOMES), the numbers it rests on, and the scale it was measured at (model
-    size, tokens, sequence length — beside the source's)."""
+    """A claim, its outcome (one of OUTCOMES, or NEEDS filled in), the numbers it rests on, and the scale it was
+    measured at (model size, tokens, sequence length — beside the source's). A declared claim (study.claims) also
+    carries its ``kind`` with its margin ("equivalence at ±0.02 nats") and its ``role`` ("primary, Holm over 3")."""
 
     claim: str
     outcome: str
     evidence: str = ""
     scale: str = ""
+    kind: str = ""
+    role: str = ""
 
     def __post_init__(self):
-        if self.outcome not in OUTCOMES:
-            raise ValueError(f"verdict outcome must be one of {OUTCOMES}, got {self.outcome!r}")
+        if not outcome_word(self.outcome):
+            raise ValueError(f"verdict outcome must be one of {OUTCOMES} or {NEEDS!r}, got {self.outcome!r}")
+
+    @property
+    def declared(self) -> str:
+        """"primary · equivalence at ±0.02 nats", or '' for a verdict of the older, undeclared form."""
+        return " · ".join(x for x in (self.role, self.kind) if x)
 
     def markdown(self) -> str:
         tail = "".join(f" — {x}" for x in (self.evidence, self.scale and f"measured at {self.scale}") if x)
-        return f"- **{self.claim}**: {self.outcome}{tail}"
+        return f"- **{self.claim}**{f' ({self.declared})' if self.declared else ''}: {self.outcome}{tail}"
 
     def to_dict(self) -> dict[str, str]:
-        return {"claim": self.claim, "verdict": self.outcome, "evidence": self.evidence, "scale": self.scale}
+        extra = {k: v for k, v in (("kind", self.kind), ("role", self.role)) if v}
+        return {"claim": self.claim, "verdict": self.outcome, "evidence": self.evidence, "scale": self.scale, **extra}
 
 
 @dataclass(frozen=True)

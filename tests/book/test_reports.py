@@ -8,9 +8,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from odebook.book import reports
+from odebook.book import index, reports
 from odebook.params import validate_values
-from odebook.study.stats import OUTCOMES
+from odebook.study.stats import outcome_word
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = sorted(p for p in (ROOT / reports.REPORTS).glob("*/*") if p.is_dir())
@@ -27,7 +27,7 @@ def test_a_committed_report_is_well_formed_and_ran_with_its_profiles_parameters(
     results = json.loads((report / "results.json").read_text())
     assert {"headline", "verdicts", "parameters"} <= set(results)
     for v in results["verdicts"]:
-        assert v["claim"] and v["verdict"] in OUTCOMES and "evidence" in v and "scale" in v
+        assert v["claim"] and outcome_word(v["verdict"]) and "evidence" in v and "scale" in v
     nb = nbformat.read(report / f"{name}.ipynb", as_version=4)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors, f"{report}: a cell raised {errors[0].ename}"
@@ -90,6 +90,29 @@ def test_publish_leaves_out_checkpoints_and_failures_and_writes_relative_paths(t
     assert reports.update_readme(root) and "| [01_x](reports/cpu/01_x/01_x.ipynb) | it holds | **held** | mean 1 " \
         "[0.9, 1.1]; more |" in (root / "README.md").read_text()  # the whole evidence: a verdict may rest on several
     assert (root / "README.md").read_text().endswith(f"{reports.README_END}\nrest\n")
+
+
+def test_the_table_and_the_front_page_show_a_declared_claims_verdict_kind_and_margin(tmp_path):
+    """results.json of the new form (study.claims): the new words with the claim's role, kind and margin; the old
+    form (the committed reports) renders as before (test above)."""
+    root = _book(tmp_path)
+    declared = [{"claim": "time dependence does not help", "verdict": "equivalent", "evidence": "p = 0.017",
+                 "scale": "", "kind": "equivalence at ±0.02 nats", "role": "primary, Holm over 2"},
+                {"claim": "beats the null", "verdict": "inconclusive — needs ≈ 14 seeds", "evidence": "p = 0.4",
+                 "scale": "", "kind": "superiority (a below b), margin 0.01 nats", "role": "primary, Holm over 2"},
+                {"claim": "dt scaling helps", "verdict": "not testable at this scale", "evidence": "gate failed",
+                 "scale": "", "kind": "superiority (a below b), margin 0.02 nats", "role": "secondary"}]
+    results = root / "outputs" / "cpu" / "01_x" / "results.json"
+    results.write_text(json.dumps({"headline": {}, "parameters": {}, "verdicts": declared}))
+    reports.publish(root, "cpu")
+    table = reports.verdict_table(root)
+    assert "| **equivalent** (primary, Holm over 2; equivalence at ±0.02 nats) | p = 0.017 |" in table
+    assert "**inconclusive — needs ≈ 14 seeds** (primary, Holm over 2; superiority (a below b), margin 0.01" in table
+    assert "**not testable at this scale** (secondary; superiority" in table
+    page = index.write_index(root / reports.REPORTS / "cpu", [root / "notebooks" / "01_x.py"], "cpu").read_text()
+    assert "#1a7f37'>equivalent</span>" in page and "#8250df'>not testable at this scale</span>" in page
+    assert "#6e7781'>inconclusive — needs ≈ 14 seeds</span>" in page
+    assert "<em>(primary, Holm over 2 · equivalence at ±0.02 nats)</em>" in page
 
 
 def test_a_report_goes_stale_when_its_notebook_parameters_or_odebook_change_and_the_index_says_so(tmp_path):

@@ -2,7 +2,8 @@ import math
 
 import pytest
 
-from odebook.study.stats import Interval, Verdict, all_of, claim_lower, decide, lower_is_held, mean_ci, welch
+from odebook.study.stats import (Interval, Verdict, all_of, claim_lower, decide, lower_is_held, mean_ci, outcome_word,
+                                 welch)
 
 
 def test_mean_ci_matches_the_t_table():
@@ -37,6 +38,18 @@ def test_verdict_record():
     assert v.to_dict()["verdict"] == "held" and "measured at 6 layers" in v.markdown()
     with pytest.raises(ValueError, match="outcome"):
         Verdict("x", "maybe")
+    assert "kind" not in v.to_dict() and v.markdown().startswith("- **x beats y**: held")  # the older form, as was
+
+
+def test_a_declared_verdict_carries_its_kind_and_role_and_the_new_words():
+    v = Verdict("x as good as y", "inconclusive — needs ≈ 14 seeds", "p = 0.2", "", "equivalence at ±0.02 nats",
+                "primary, Holm over 2")
+    assert v.to_dict()["kind"] == "equivalence at ±0.02 nats" and v.to_dict()["role"] == "primary, Holm over 2"
+    assert "(primary, Holm over 2 · equivalence at ±0.02 nats): inconclusive — needs ≈ 14 seeds" in v.markdown()
+    for word in ("held", "not held", "equivalent", "not testable at this scale", "descriptive"):
+        assert outcome_word(Verdict("c", word).outcome) == word
+    assert outcome_word("inconclusive — needs ≈ 14 seeds") == "inconclusive"
+    assert outcome_word("inconclusive — needs lots") == ""
 
 
 def test_welch_matches_scipy_and_cohens_d_its_definition():

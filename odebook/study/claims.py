@@ -1,0 +1,279 @@
+"""Claims declared before the runs, and the verdicts they settle to.
+
+A study declares its claims in one place: each a ``Claim`` with its kind, its margin (the smallest effect of
+interest, in the claim's own units) and its role. ``settle`` turns the per-seed paired differences d = a − b (one
+sequence per comparison) into verdicts:
+
+- superiority — d lies below 0 (``direction="lower"``), above 0 ("higher"), or away from 0 ("two-sided"): held when
+  the t-test rejects "no difference"; not held when the effect of interest is ruled out (one-sided: d beyond −margin
+  rejected; two-sided: TOST at ±margin).
+- equivalence — TOST at ±margin (two one-sided t-tests, each at α): "equivalent"; not held when d lies outside the
+  margin (the larger one-sided test, Bonferroni over the two sides).
+- non-inferiority — d is not worse than the margin on the claim's bad side: held when "d ≥ margin" (lower is
+  better) is rejected; not held when "d ≤ margin" is.
+- gate — a calibration: d lies on the claimed side of the threshold ``margin``, tested at α outside every family.
+  A claim that ``rests_on`` a gate that did not hold reads "not testable at this scale" and leaves its family.
+- descriptive — the estimate and its interval, no test.
+
+Holm's correction runs over the primary claims only; secondary claims get their own Holm family. The held and the
+not-held sides are each corrected over the family. A compound claim (``parts``: several comparisons that must all
+hold, "beats both Tong and the standard model") is an intersection–union test: its p is the largest of its parts',
+with no adjustment between them. An inconclusive claim says how many seeds it would need for 80 % power at its margin
+(and, in the evidence, at the observed effect), at the Bonferroni level of its family (study.power).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from odebook.study import power as pw
+from odebook.study.stats import NEEDS, Interval, Verdict, holm, mean_ci
+
+__all__ = ["KINDS", "DIRECTIONS", "Claim", "PartTest", "p_values", "part_test", "Settled", "settle", "declaration",
+           "paired"]
+
+KINDS = ("superiority", "equivalence", "non-inferiority", "gate", "descriptive")
+DIRECTIONS = ("lower", "higher", "two-sided")
+TESTED = ("superiority", "equivalence", "non-inferiority")  # the kinds that belong to a family
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One declared claim about paired differences d = a − b. ``direction``: the side of the claim ("lower": a is
+    below b; for non-inferiority the side that is better); ``margin`` > 0 in ``units`` (a gate's threshold may be any
+    number); ``parts``: the comparisons a compound claim joins (default: one, named like the claim)."""
+
+    name: str
+    kind: str
+    margin: float = 0.0
+    direction: str = "lower"
+    units: str = ""
+    primary: bool = True
+    rests_on: tuple[str, ...] = ()
+    parts: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        where = f"claim {self.name!r}"
+        if self.kind not in KINDS:
+            raise ValueError(f"{where}: kind must be one of {KINDS}, got {self.kind!r}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"{where}: direction must be one of {DIRECTIONS}, got {self.direction!r}")
+        if self.direction == "two-sided" and self.kind not in ("superiority", "equivalence", "descriptive"):
+            raise ValueError(f"{where}: a {self.kind} claim has a side; direction must be 'lower' or 'higher'")
+        if not math.isfinite(self.margin) or (self.kind in TESTED and self.margin <= 0):
+            raise ValueError(f"{where}: margin must be a positive number in the claim's units, got {self.margin!r}")
+
+    @property
+    def comparisons(self) -> tuple[str, ...]:
+        return self.parts or (self.name,)
+
+    @property
+    def sign(self) -> float:
+        """+1 when the claim says d is low, −1 when high: tests run on s = sign·d, whose claimed side is below."""
+        return -1.0 if self.direction == "higher" else 1.0
+
+    def describe(self) -> str:
+        """The kind with its margin, as the report prints it: "equivalence at ±0.02 nats"."""
+        m, u = f"{self.margin:g}", f" {self.units}" if self.units else ""
+        side = {"lower": "a below b", "higher": "a above b", "two-sided": "a differs from b"}[self.direction]
+        text = {"superiority": f"superiority ({side}), margin {m}{u}",
+                "equivalence": f"equivalence at ±{m}{u}",
+                "non-inferiority": f"non-inferiority ({'lower' if self.sign > 0 else 'higher'} is better), "
+                                   f"margin {m}{u}",
+                "gate": f"gate: a − b {'below' if self.sign > 0 else 'above'} {m}{u}",
+                "descriptive": "descriptive"}[self.kind]
+        return text + (f"; all of {len(self.parts)} comparisons (intersection–union)" if len(self.parts) > 1 else "")
+
+
+def paired(a: Sequence[float], b: Sequence[float], *, log: bool = False) -> np.ndarray:
+    """Per-seed differences a − b, or log(a / b) with ``log``, of values paired by seed."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"paired values need equal lengths, got {len(x)} and {len(y)}")
+    return np.log(x / y) if log else x - y
+
+
+def _p(s: np.ndarray, value: float, side: str) -> np.ndarray:
+    """One-sided p of the one-sample t-test that the mean of s (along its last axis) is ``side`` ("less" or
+    "greater") ``value``; NaN where nothing varies (up to rounding) or there are fewer than two values."""
+    n = s.shape[-1]
+    if n < 2:
+        return np.full(s.shape[:-1], math.nan)
+    sd = s.std(ddof=1, axis=-1)
+    varies = sd > 1e-12 * np.maximum(1.0, np.abs(s).max(axis=-1))
+    t = (s.mean(axis=-1) - value) / np.where(varies, sd, 1.0) * math.sqrt(n)
+    p = sps.t.cdf(t, n - 1) if side == "less" else sps.t.sf(t, n - 1)
+    return np.where(varies, p, math.nan)
+
+
+@dataclass(frozen=True)
+class PartTest:
+    """One comparison of a claim: d's mean with its t-interval, the p of the test whose rejection holds the claim
+    and of the one whose rejection fails it, each a level-α test; ``sides`` = 2 where that p doubles a one-sided one
+    (so a sequential look compares it with two tails of its boundary)."""
+
+    estimate: Interval
+    sd: float
+    p_hold: float
+    p_fail: float
+    hold_sides: int = 1
+    fail_sides: int = 1
+
+
+def p_values(claim: Claim, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The p of holding and of failing ``claim`` on differences ``d`` (seeds along the last axis; any leading axes,
+    e.g. simulated studies), and how many tails each p counts (the rules in the module's docstring)."""
+    s, m, kind = claim.sign * d, claim.margin, claim.kind
+    if kind == "descriptive":
+        nan = np.full(d.shape[:-1], math.nan)
+        return nan, nan, 1, 1
+    tost = np.maximum(_p(d, -m, "greater"), _p(d, m, "less"))
+    if kind == "equivalence":
+        return tost, np.minimum(1.0, 2 * np.minimum(_p(d, m, "greater"), _p(d, -m, "less"))), 1, 2
+    if claim.direction == "two-sided":  # superiority either way: the smaller tail, doubled
+        return np.minimum(1.0, 2 * np.minimum(_p(d, 0.0, "less"), _p(d, 0.0, "greater"))), tost, 2, 1
+    hold, fail = {"superiority": (0.0, -m), "non-inferiority": (m, m), "gate": (claim.sign * m,) * 2}[kind]
+    return _p(s, hold, "less"), _p(s, fail, "greater"), 1, 1
+
+
+def part_test(claim: Claim, d: Sequence[float]) -> PartTest:
+    """The tests of ``claim`` on one comparison's per-seed differences ``d``."""
+    d = np.asarray(d, dtype=float)
+    p_hold, p_fail, hold_sides, fail_sides = p_values(claim, d)
+    sd = float(d.std(ddof=1)) if len(d) > 1 else math.nan
+    return PartTest(mean_ci(d), sd, float(p_hold), float(p_fail), hold_sides, fail_sides)
+
+
+def _needs(claim: Claim, t: PartTest, alpha: float, target: float) -> tuple[int | None, int | None]:
+    """Seeds for ``target`` power at the margin and at the observed effect (None: no number of seeds would do)."""
+    if not t.sd > 0 or claim.kind not in TESTED:
+        return None, None
+    mean, sd, m = t.estimate.mean, t.sd, claim.margin
+
+    def one(effect, level=alpha):
+        return pw.seeds_needed(lambda n: pw.one_sided_power(effect=effect, sd=sd, n=n, alpha=level), target=target)
+
+    if claim.kind == "equivalence":
+        return tuple(pw.seeds_needed(lambda n, true=true: pw.tost_power(true=true, margin=m, sd=sd, n=n, alpha=alpha),
+                                     target=target) for true in (0.0, mean))
+    if claim.direction == "two-sided":
+        return one(m, alpha / 2), one(abs(mean), alpha / 2)
+    observed = -claim.sign * mean  # the effect on the claimed side (superiority), or the room left (non-inferiority)
+    return (one(m), one(m + observed)) if claim.kind == "non-inferiority" else (one(m), one(observed))
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A claim's verdict with what it rests on: its parts' tests, the intersection–union p of holding and of
+    failing, the family's adjusted p of holding, the family ("primary, Holm over 3"), and the seeds an inconclusive
+    claim would need at its margin and at the observed effect."""
+
+    claim: Claim
+    outcome: str
+    tests: tuple[PartTest, ...] = ()
+    p_hold: float = math.nan
+    p_fail: float = math.nan
+    p_adjusted: float = math.nan
+    family: str = ""
+    needs: tuple[int | None, int | None] = (None, None)
+    note: str = ""
+
+    def evidence(self) -> str:
+        c = self.claim
+        parts = "; ".join(f"{name + ': ' if len(c.comparisons) > 1 else ''}mean a − b = {t.estimate}"
+                          for name, t in zip(c.comparisons, self.tests))
+        out = [parts] if parts else []
+        if c.kind != "descriptive" and self.tests:
+            out.append(f"p = {self.p_hold:.3g}" + (f", Holm p = {self.p_adjusted:.3g}" if c.kind in TESTED else ""))
+        if self.outcome.startswith("inconclusive") and c.kind in TESTED:
+            at_margin, at_observed = (f"≈ {n}" if n else f"more than {pw.MAX_SEEDS:,}" for n in self.needs)
+            out.append(f"80 % power needs {at_margin} seeds at the margin, {at_observed} at the observed effect")
+        return "; ".join(out + ([self.note] if self.note else []))
+
+    def verdict(self, scale: str = "") -> Verdict:
+        role = {"gate": "gate, outside every family", "descriptive": ""}.get(self.claim.kind, self.family)
+        return Verdict(self.claim.name, self.outcome, self.evidence(), scale, self.claim.describe(), role)
+
+
+def _gate_failures(claims: Sequence[Claim], gates: Mapping[str, Settled]) -> dict[str, str]:
+    out = {}
+    for c in claims:
+        failed = [f"{g!r} came out {gates[g].outcome}" for g in c.rests_on if gates[g].outcome != "held"]
+        if failed:
+            out[c.name] = "rests on the gate " + ", ".join(failed)
+    return out
+
+
+def _test(claim: Claim, values: Mapping[str, Sequence[float]]) -> tuple[tuple[PartTest, ...], float, float] | None:
+    if any(len(values.get(part, ())) == 0 for part in claim.comparisons):
+        return None
+    tests = tuple(part_test(claim, values[part]) for part in claim.comparisons)
+    k = len(tests)  # intersection–union: holds when every part holds; fails when any part does (Bonferroni)
+    return tests, float(np.max([t.p_hold for t in tests])), min(1.0, k * float(np.min([t.p_fail for t in tests])))
+
+
+def settle(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], *, alpha: float = 0.05,
+           power: float = 0.8) -> list[Settled]:
+    """Settle ``claims`` (gates first, then the primary and the secondary family) on ``values``: per comparison
+    name, the per-seed paired differences d = a − b (see ``paired``). A comparison with no values makes its claim
+    'not run'. Returns one Settled per claim, in the declared order."""
+    names = [c.name for c in claims]
+    if len(set(names)) != len(names):
+        raise ValueError(f"claims must have distinct names, got {names}")
+    kinds = {c.name: c.kind for c in claims}
+    for c in claims:
+        bad = [g for g in c.rests_on if kinds.get(g) != "gate"]
+        if bad:
+            raise ValueError(f"claim {c.name!r} rests on {bad}, which are not declared gates")
+    done: dict[str, Settled] = {}
+    for c in claims:
+        if c.kind in ("gate", "descriptive"):
+            tested = _test(c, values)
+            if tested is None:
+                done[c.name] = Settled(c, "not run", note="no values")
+                continue
+            tests, p_hold, p_fail = tested
+            outcome = ("descriptive" if c.kind == "descriptive" else "held" if p_hold < alpha
+                       else "not held" if p_fail < alpha else "inconclusive")
+            done[c.name] = Settled(c, outcome, tests, p_hold, p_fail)
+    untestable = _gate_failures(claims, done)
+    for primary, label in ((True, "primary"), (False, "secondary")):
+        family, rows = [c for c in claims if c.kind in TESTED and c.primary == primary], []
+        for c in family:
+            tested = None if c.name in untestable else _test(c, values)
+            if c.name in untestable:
+                done[c.name] = Settled(c, "not testable at this scale", family=label, note=untestable[c.name])
+            elif tested is None:
+                done[c.name] = Settled(c, "not run", family=label, note="no values for " + ", ".join(c.comparisons))
+            else:
+                rows.append((c, *tested))
+        held, failed = holm([r[2] for r in rows]), holm([r[3] for r in rows])
+        name = f"{label}, Holm over {len(rows)}"
+        for (c, tests, p_hold, p_fail), q_hold, q_fail in zip(rows, held, failed):
+            if q_hold < alpha:
+                outcome, needs = ("equivalent" if c.kind == "equivalence" else "held"), (None, None)
+            elif q_fail < alpha:
+                outcome, needs = "not held", (None, None)
+            else:
+                level = alpha / len(rows)  # the level the claim must reach wherever Holm's steps put it
+                per_part = [_needs(c, t, level, power) for t in tests]
+                needs = tuple(None if any(n[i] is None for n in per_part) else max(n[i] for n in per_part)
+                              for i in (0, 1))
+                outcome = NEEDS.format(n=needs[0]) if needs[0] else "inconclusive"
+            done[c.name] = Settled(c, outcome, tests, p_hold, p_fail, q_hold, name, needs)
+    return [done[n] for n in names]
+
+
+def declaration(claims: Sequence[Claim]) -> str:
+    """The declared claims as a Markdown table (printed above a study's results): claim, kind and margin, role,
+    the gates it rests on."""
+    rows = ["| claim | kind and margin | role | rests on |", "|---|---|---|---|"]
+    for c in claims:
+        role = c.kind if c.kind in ("gate", "descriptive") else ("primary" if c.primary else "secondary")
+        rows.append(f"| {c.name} | {c.describe()} | {role} | {', '.join(c.rests_on) or '—'} |")
+    return "\n".join(rows)

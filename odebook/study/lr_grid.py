@@ -1,0 +1,43 @@
+"""Learning-rate selection that says when it is untuned. A value chosen at the edge of its grid may lie beyond it:
+extend the grid one step in that direction (the grid's own ratio at that edge), at most ``max_extensions`` times,
+or — where the profile forbids it or the extensions are spent — flag the choice as untuned, so that the report and
+the claims resting on it can say so. A pure function: study.experiment.tune_lr is where a study will act on it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["GridChoice", "check_grid"]
+
+
+@dataclass(frozen=True)
+class GridChoice:
+    """``action``: "tuned" (an interior choice), "extend" (try ``value`` next) or "untuned" (at the ``edge`` of the
+    grid with no extension left or allowed); ``note`` says it in words for the report."""
+
+    action: str
+    value: float | None
+    edge: str
+    note: str
+
+
+def check_grid(grid: Sequence[float], chosen: float, *, extensions: int = 0, max_extensions: int = 2,
+               may_extend: bool = True) -> GridChoice:
+    """What to do about ``chosen`` from ``grid`` (the values tried so far, ``extensions`` of them added by earlier
+    calls): an interior choice is tuned; an edge choice extends the grid by one step beyond that edge (the ratio of
+    the two values at that edge), or is flagged untuned."""
+    values = sorted(float(v) for v in grid)
+    if len(values) < 2 or len(set(values)) != len(values) or values[0] <= 0:
+        raise ValueError(f"a learning-rate grid needs at least two distinct positive values, got {list(grid)}")
+    if float(chosen) not in values:
+        raise ValueError(f"the chosen learning rate {chosen!r} is not in the grid {values}")
+    edge = "top" if chosen == values[-1] else "bottom" if chosen == values[0] else ""
+    if not edge:
+        return GridChoice("tuned", float(chosen), "", f"lr {chosen:g} lies inside the grid {values}")
+    step = values[-1] / values[-2] if edge == "top" else values[0] / values[1]
+    if may_extend and extensions < max_extensions:
+        nxt = chosen * step
+        return GridChoice("extend", nxt, edge, f"lr {chosen:g} is at the {edge} of the grid: try {nxt:g}")
+    why = "the profile does not extend grids" if not may_extend else f"after {extensions} extension(s)"
+    return GridChoice("untuned", None, edge, f"untuned: lr {chosen:g} is at the {edge} of the grid {values} ({why})")

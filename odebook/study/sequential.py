@@ -1,0 +1,184 @@
+"""Seeds in looks: a group-sequential test with Lan–DeMets alpha spending of O'Brien–Fleming shape.
+
+A study looks at n_1 < n_2 < … < n_K seeds (n_K the cap its profile sets), information fraction t_k = n_k / n_K.
+Lan & DeMets (1983) spend α(t) = 2 − 2Φ(z_{1−α/2} / √t) of the one-sided level α by fraction t (α(1) = α, almost
+nothing early: O'Brien & Fleming's shape). The boundary c_k on the Z scale solves
+P₀(Z_1 < c_1, …, Z_{k−1} < c_{k−1}, Z_k ≥ c_k) = α(t_k) − α(t_{k−1}) under the canonical joint distribution
+corr(Z_i, Z_j) = √(t_i / t_j) (integrated numerically, Armitage, McPherson & Rowe 1969; checked against scipy's
+multivariate normal). A look at n seeds has a t statistic with n − 1 degrees of freedom rather than a Z, so it is
+compared at the boundary's nominal level 1 − Φ(c_k) (the "significance level approach" for small samples).
+
+At each look the claim's own tests run on the seeds so far (study.claims.part_test): its hold test below the nominal
+level stops for efficacy (held, or equivalent); its fail test below it stops for futility (the effect of interest,
+or the equivalence, ruled out). Futility is non-binding: it only ever stops a study, so it cannot raise the chance
+of a false "held". Each seed's run is cached by its caller, so a look costs only its new seeds; ``decide`` takes all
+the differences so far and replays the looks they cover, so the same seeds always give the same decision.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy import optimize, stats
+
+from odebook.study.claims import Claim, p_values
+
+__all__ = ["spent", "boundaries", "Look", "Decision", "decide", "Operating", "operating"]
+
+
+def spent(t: float, alpha: float) -> float:
+    """Lan–DeMets O'Brien–Fleming-type spending: the one-sided α spent by information fraction ``t``."""
+    if t <= 0:
+        return 0.0
+    return float(2 - 2 * stats.norm.cdf(stats.norm.isf(alpha / 2) / math.sqrt(min(t, 1.0))))
+
+
+GRID = 801  # points of the numerical integration over the continuation region
+
+
+@lru_cache(maxsize=256)
+def _boundaries(fractions: tuple[float, ...], alpha: float) -> tuple[float, ...]:
+    """Boundaries by the recursive integration of Armitage, McPherson & Rowe (1969): carry the sub-density of Z_k on
+    the paths that have not crossed, and solve each look's crossing probability for c_k (brentq). Checked against
+    scipy's multivariate normal and the published constants in tests/study/test_sequential.py."""
+    out: list[float] = []
+    z = dens = None  # the grid over (−10, c_{k−1}) and the sub-density of Z_{k−1} on it
+    for k, t in enumerate(fractions):
+        step = spent(t, alpha) - spent(fractions[k - 1], alpha) if k else spent(t, alpha)
+        if k == 0:
+            out.append(float(stats.norm.isf(step)))
+            z = np.linspace(-10.0, out[0], GRID)
+            dens = stats.norm.pdf(z)
+            continue
+        r, sd = math.sqrt(fractions[k - 1] / t), math.sqrt(1 - fractions[k - 1] / t)  # Z_k = r·Z_{k−1} + sd·N(0, 1)
+
+        def crossing(c: float, z=z, dens=dens, r=r, sd=sd) -> float:
+            return float(np.trapezoid(dens * stats.norm.sf((c - r * z) / sd), z))
+
+        out.append(float(optimize.brentq(lambda c: crossing(c) - step, -10.0, 40.0, xtol=1e-7)))
+        new = np.linspace(-10.0, out[-1], GRID)
+        kernel = stats.norm.pdf((new[:, None] - r * z[None, :]) / sd) / sd
+        z, dens = new, np.trapezoid(kernel * dens[None, :], z, axis=1)
+    return tuple(out)
+
+
+def boundaries(looks: Sequence[int], alpha: float) -> tuple[float, ...]:
+    """The one-sided efficacy boundaries c_k (Z scale) at looks of ``looks`` observations (seeds, or any measure of
+    information), the last being the cap."""
+    looks = _checked(looks, least=1)
+    return _boundaries(tuple(n / looks[-1] for n in looks), float(alpha))
+
+
+def _checked(looks: Sequence[int], *, least: int = 2) -> tuple[int, ...]:
+    out = tuple(int(n) for n in looks)
+    whole = all(n == x for n, x in zip(out, looks))
+    if not out or out[0] < least or any(b <= a for a, b in zip(out, out[1:])) or not whole:
+        raise ValueError(f"looks must be increasing whole numbers of seeds, the first at least {least}, "
+                         f"got {list(looks)}")
+    return out
+
+
+def _level(looks: tuple[int, ...], k: int, alpha: float, sides: int) -> float:
+    """The nominal level of look k for a p that doubles a one-sided one (``sides`` = 2) or not."""
+    return sides * float(stats.norm.sf(boundaries(looks, alpha / sides)[k]))
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look: n seeds, the mean difference, the p of holding and of failing, and the nominal levels they meet."""
+
+    n: int
+    mean: float
+    p_hold: float
+    p_fail: float
+    level_hold: float
+    level_fail: float
+    boundary: float  # c_k on the Z scale (one-sided α)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``action``: "efficacy" (stop: held or equivalent), "futility" (stop: ruled out), "cap" (the last look came
+    and went: inconclusive) or "continue" (run seeds up to ``next_n``)."""
+
+    action: str
+    n: int
+    next_n: int | None
+    looks: tuple[Look, ...]
+
+    def markdown(self) -> str:
+        rows = ["| seeds | mean a − b | p (holds) | p (fails) | nominal level | boundary z |",
+                "|---|---|---|---|---|---|"]
+        rows += [f"| {k.n} | {k.mean:.4g} | {k.p_hold:.3g} | {k.p_fail:.3g} | {k.level_hold:.3g} | {k.boundary:.3f} |"
+                 for k in self.looks]
+        tail = f"continue to {self.next_n} seeds" if self.action == "continue" else f"stopped at {self.n} seeds"
+        return "\n".join(rows) + f"\n\n**{self.action}** — {tail}"
+
+
+def _claim_checked(claim: Claim) -> Claim:
+    if claim.kind not in ("superiority", "equivalence", "non-inferiority") or len(claim.comparisons) != 1:
+        raise ValueError(f"claim {claim.name!r}: looks need a tested claim of one comparison, got a {claim.kind} "
+                         f"of {len(claim.comparisons)}")
+    return claim
+
+
+def decide(claim: Claim, differences: Sequence[float], looks: Sequence[int], *, alpha: float = 0.05) -> Decision:
+    """Replay the looks that ``differences`` (per-seed a − b, in seed order) cover and return the decision: stop at
+    the first look whose hold (efficacy) or fail (futility) test meets the nominal level, stop at the cap, or say
+    how many seeds the next look needs. For m primary claims settled together, call it at alpha / m."""
+    looks, d = _checked(looks), np.asarray(differences, dtype=float)
+    done: list[Look] = []
+    for k, n in enumerate(looks):
+        if n > len(d):
+            return Decision("continue", len(d), n, tuple(done))
+        p_hold, p_fail, hold_sides, fail_sides = p_values(_claim_checked(claim), d[:n])
+        look = Look(n, float(d[:n].mean()), float(p_hold), float(p_fail), _level(looks, k, alpha, hold_sides),
+                    _level(looks, k, alpha, fail_sides), boundaries(looks, alpha)[k])
+        done.append(look)
+        if look.p_hold < look.level_hold:
+            return Decision("efficacy", n, None, tuple(done))
+        if look.p_fail < look.level_fail:
+            return Decision("futility", n, None, tuple(done))
+    return Decision("cap", looks[-1], None, tuple(done))
+
+
+@dataclass(frozen=True)
+class Operating:
+    """What a sequential design does when the true mean difference is ``mean`` (sd ``sd``): the chances of each
+    stop and the average number of seeds it runs, from ``studies`` simulated studies."""
+
+    mean: float
+    sd: float
+    studies: int
+    efficacy: float
+    futility: float
+    cap: float
+    seeds: float
+
+
+def _replay(claim: Claim, d: np.ndarray, looks: tuple[int, ...], alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """``decide``'s rule for many studies at once (rows of ``d``, all looks covered): each one's action and seeds."""
+    action, seeds = np.full(len(d), "cap", dtype=object), np.full(len(d), looks[-1])
+    for k, n in enumerate(looks):
+        p_hold, p_fail, hold_sides, fail_sides = p_values(claim, d[:, :n])
+        open_ = action == "cap"
+        for what, hit in (("efficacy", p_hold < _level(looks, k, alpha, hold_sides)),
+                          ("futility", p_fail < _level(looks, k, alpha, fail_sides))):
+            stop = open_ & hit
+            action[stop], seeds[stop], open_ = what, n, open_ & ~stop
+    return action, seeds
+
+
+def operating(claim: Claim, looks: Sequence[int], *, mean: float, sd: float, alpha: float = 0.05,
+              studies: int = 4000, seed: int = 0) -> Operating:
+    """Simulate ``studies`` studies of normal per-seed differences through the looks (the rule of ``decide``, all
+    studies at once): the power of a design at an alternative, or its type-I error at the null's edge."""
+    looks, claim = _checked(looks), _claim_checked(claim)
+    d = np.random.default_rng(seed).normal(mean, sd, size=(studies, looks[-1]))
+    action, seeds = _replay(claim, d, looks, alpha)
+    share = {a: float(np.mean(action == a)) for a in ("efficacy", "futility", "cap")}
+    return Operating(mean, sd, studies, share["efficacy"], share["futility"], share["cap"], float(seeds.mean()))

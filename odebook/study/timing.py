@@ -1,0 +1,71 @@
+"""Timing claims measured as timing: the two arms' steps interleaved in one process (A, B, A, B, …) after a warm-up,
+the ratio of their median times with a bootstrap interval over the pairs, and the machine's load (os.getloadavg)
+recorded beside it. A speed verdict is read from this, never from training runs taken minutes apart on a shared
+machine, and stays outside the loss claims' families (it has its own rule: ``stats.decide`` on the ratio)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from odebook.study.stats import Interval, Verdict, decide
+
+__all__ = ["MIN_REPS", "Timing", "interleaved"]
+
+MIN_REPS = 20
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call of a and b, paired by repetition, the ratio of medians a / b with its bootstrap interval,
+    and the 1-minute load average before and after."""
+
+    a: tuple[float, ...]
+    b: tuple[float, ...]
+    ratio: Interval
+    load: tuple[float, float]
+    warmup: int
+
+    def __str__(self) -> str:
+        r = self.ratio
+        return (f"median time a / b = {r.mean:.3g} [{r.low:.3g}, {r.high:.3g}] ({r.n} interleaved pairs after "
+                f"{self.warmup} warm-up, bootstrap 95 %; medians {np.median(self.a) * 1e3:.3g} / "
+                f"{np.median(self.b) * 1e3:.3g} ms; load {self.load[0]:.2f} → {self.load[1]:.2f})")
+
+    def verdict(self, claim: str, *, threshold: float = 1.0, side: str = "below", scale: str = "") -> Verdict:
+        """'held' when the whole interval of a / b lies ``side`` ``threshold`` (1: a is faster), by ``stats.decide``."""
+        return Verdict(claim, decide(self.ratio, threshold, claim=side), str(self), scale,
+                       f"timing: a / b {side} {threshold:g}, interleaved", "outside the loss families")
+
+
+def interleaved(a: Callable[[], object], b: Callable[[], object], *, reps: int = MIN_REPS, warmup: int = 3,
+                sync: Callable[[], object] = lambda: None, level: float = 0.95, seed: int = 0) -> Timing:
+    """Time ``a`` and ``b`` alternately, ``warmup`` untimed pairs then ``reps`` timed ones (at least MIN_REPS);
+    ``sync`` runs after each call inside the timing (torch.cuda.synchronize on a GPU)."""
+    if reps < MIN_REPS or warmup < 1:
+        raise ValueError(f"interleaved timing needs reps ≥ {MIN_REPS} and a warm-up ≥ 1, got reps = {reps}, "
+                         f"warmup = {warmup}")
+
+    def once(fn: Callable[[], object]) -> float:
+        start = time.perf_counter()
+        fn()
+        sync()
+        return time.perf_counter() - start
+
+    for _ in range(warmup):
+        once(a), once(b)
+    load_before = os.getloadavg()[0]
+    pairs = np.array([(once(a), once(b)) for _ in range(reps)])
+    load_after = os.getloadavg()[0]
+    ta, tb = pairs[:, 0], pairs[:, 1]
+    res = stats.bootstrap((ta, tb), lambda x, y, axis=-1: np.median(x, axis=axis) / np.median(y, axis=axis),
+                          paired=True, vectorized=True, n_resamples=2000, confidence_level=level,
+                          method="percentile", rng=np.random.default_rng(seed))
+    ratio = Interval(float(np.median(ta) / np.median(tb)), float(res.confidence_interval.low),
+                     float(res.confidence_interval.high), reps)
+    return Timing(tuple(ta.tolist()), tuple(tb.tolist()), ratio, (load_before, load_after), warmup)

@@ -1,0 +1,134 @@
+"""Declared claims settle to verdicts: each kind's test against statsmodels / scipy, Holm over the primaries only,
+gates outside every family, compound claims as intersection–union tests, and the seeds an inconclusive claim needs."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
+from statsmodels.stats.weightstats import DescrStatsW, ttost_paired
+
+from odebook.study import power as pw
+from odebook.study.claims import Claim, declaration, paired, part_test, settle
+from odebook.study.stats import outcome_word
+
+RNG = np.random.default_rng(29)
+A, B = RNG.normal(2.0, 0.05, 6), RNG.normal(2.0, 0.05, 6)  # six paired seeds
+
+
+def test_equivalence_is_statsmodels_tost():
+    d = paired(A, B)
+    for margin in (0.01, 0.05, 0.2):
+        t = part_test(Claim("eq", "equivalence", margin=margin), d)
+        assert t.p_hold == pytest.approx(ttost_paired(A, B, -margin, margin)[0], rel=1e-10)
+
+
+def test_superiority_and_non_inferiority_are_the_paired_t_tests_of_scipy_and_statsmodels():
+    d = paired(A, B)
+    lower = part_test(Claim("s", "superiority", margin=0.1), d)
+    assert lower.p_hold == pytest.approx(stats.ttest_rel(A, B, alternative="less").pvalue, rel=1e-10)
+    assert lower.p_fail == pytest.approx(DescrStatsW(d).ttest_mean(-0.1, alternative="larger")[1], rel=1e-10)
+    higher = part_test(Claim("s", "superiority", margin=0.1, direction="higher"), d)
+    assert higher.p_hold == pytest.approx(stats.ttest_rel(A, B, alternative="greater").pvalue, rel=1e-10)
+    both = part_test(Claim("s", "superiority", margin=0.1, direction="two-sided"), d)
+    assert both.p_hold == pytest.approx(stats.ttest_rel(A, B).pvalue, rel=1e-10)
+    assert both.p_fail == pytest.approx(ttost_paired(A, B, -0.1, 0.1)[0], rel=1e-10)  # ruled out: equivalent to 0
+    ni = part_test(Claim("n", "non-inferiority", margin=0.03), d)  # lower is better: a may be worse by < 0.03
+    assert ni.p_hold == pytest.approx(DescrStatsW(d).ttest_mean(0.03, alternative="smaller")[1], rel=1e-10)
+    log = paired(A, B, log=True)
+    assert log == pytest.approx(np.log(A / B))
+
+
+def test_holm_runs_over_the_primaries_only_and_secondaries_have_their_own():
+    values = {"p1": [-0.30, -0.25, -0.35, -0.28], "p2": [-0.1, 0.05, -0.2, -0.02], "s1": [-1.0, -1.1, -0.9, -1.05]}
+    primaries = [Claim("p1", "superiority", margin=0.1), Claim("p2", "superiority", margin=0.1)]
+    secondary = Claim("s1", "superiority", margin=0.1, primary=False)
+    with_secondary = settle([*primaries, secondary], values)
+    alone = settle(primaries, values)
+    raw = [stats.ttest_1samp(values[n], 0.0, alternative="less").pvalue for n in ("p1", "p2")]
+    expected = multipletests(raw, method="holm")[1]
+    for s, a, q in zip(with_secondary, alone, expected):
+        assert s.p_adjusted == pytest.approx(q) and a.p_adjusted == pytest.approx(q)  # the secondary is not counted
+        assert s.family == "primary, Holm over 2"
+    assert with_secondary[2].family == "secondary, Holm over 1" and with_secondary[2].outcome == "held"
+    assert with_secondary[0].verdict().role == "primary, Holm over 2"
+
+
+def test_a_failed_gate_makes_its_claims_not_testable_and_takes_them_out_of_the_family():
+    gate = Claim("calibration", "gate", margin=0.15, direction="higher")  # the ablation must cost ≥ 0.15
+    claims = [gate, Claim("rests", "superiority", margin=0.1, rests_on=("calibration",)),
+              Claim("free", "superiority", margin=0.1)]
+    strong = {"rests": [-0.5, -0.6, -0.55, -0.52], "free": [-0.3, -0.2, -0.25, -0.35]}
+    failed = settle(claims, {**strong, "calibration": [0.01, -0.02, 0.0, 0.02]})
+    assert failed[0].outcome == "not held"
+    assert failed[1].outcome == "not testable at this scale" and "calibration" in failed[1].evidence()
+    assert failed[2].family == "primary, Holm over 1"  # the untestable claim left the family
+    passed = settle(claims, {**strong, "calibration": [0.4, 0.5, 0.45, 0.42]})
+    assert [s.outcome for s in passed] == ["held", "held", "held"] and passed[2].family == "primary, Holm over 2"
+    unclear = settle(claims, {**strong, "calibration": [0.3, 0.0, 0.2, 0.1]})
+    assert unclear[0].outcome == "inconclusive" and unclear[1].outcome == "not testable at this scale"
+
+
+def test_a_compound_claim_is_an_intersection_union_test():
+    values = {"vs tong": [-0.20, -0.25, -0.22, -0.18], "vs standard": [-0.05, -0.08, -0.02, -0.06]}
+    both = Claim("beats both", "superiority", margin=0.05, parts=("vs tong", "vs standard"))
+    [s] = settle([both], values)
+    parts = [stats.ttest_1samp(values[k], 0.0, alternative="less").pvalue for k in both.parts]
+    assert s.p_hold == pytest.approx(max(parts)) and s.outcome == "held"  # no adjustment between the parts
+    [s] = settle([both], {**values, "vs standard": [0.05, 0.08, 0.02, 0.06]})
+    assert s.outcome == "not held"  # one part ruled out fails the whole
+
+
+def test_equivalence_not_held_and_not_run():
+    eq = Claim("same", "equivalence", margin=0.02, units="nats")
+    [s] = settle([eq], {"same": [0.001, -0.002, 0.0015, -0.001, 0.0005]})
+    assert s.outcome == "equivalent" and s.verdict().kind == "equivalence at ±0.02 nats"
+    [s] = settle([eq], {"same": [0.10, 0.12, 0.09, 0.11]})
+    assert s.outcome == "not held"
+    [s] = settle([eq], {})
+    assert s.outcome == "not run"
+
+
+def test_an_inconclusive_claim_says_how_many_seeds_it_needs():
+    d = [-0.02, 0.03, -0.05, 0.01]
+    claims = [Claim("x", "superiority", margin=0.05), Claim("y", "superiority", margin=0.05)]
+    s = settle(claims, {"x": d, "y": d})[0]
+    sd = float(np.std(d, ddof=1))
+    n = TTestPower().solve_power(effect_size=0.05 / sd, alpha=0.05 / 2, power=0.8, alternative="larger")
+    assert s.needs[0] == math.ceil(n) and s.outcome == f"inconclusive — needs ≈ {math.ceil(n)} seeds"
+    assert outcome_word(s.outcome) == "inconclusive"
+    assert s.needs[1] is not None and s.needs[1] > s.needs[0]  # observed effect −0.0075: smaller than the margin
+    wrong_side = settle([claims[0]], {"x": [0.05, -0.08, 0.09, -0.03]})[0]  # mean +0.0075: the wrong side
+    assert wrong_side.needs[1] is None and "more than 10,000 at the observed effect" in wrong_side.evidence()
+
+
+def test_tost_power_bounds_the_simulated_power():
+    n, sd, margin, alpha = 10, 1.0, 0.8, 0.05
+    d = np.random.default_rng(0).normal(0.0, sd, (4000, n))
+    t = stats.t.isf(alpha, n - 1)
+    se = d.std(ddof=1, axis=1) / math.sqrt(n)
+    simulated = np.mean(((d.mean(1) + margin) / se > t) & ((d.mean(1) - margin) / se < -t))
+    bound = pw.tost_power(true=0.0, margin=margin, sd=sd, n=n, alpha=alpha)
+    assert simulated >= bound - 3 * math.sqrt(bound * (1 - bound) / 4000) and simulated - bound < 0.05
+
+
+def test_bad_declarations_say_what_and_where():
+    with pytest.raises(ValueError, match="claim 'x': kind"):
+        Claim("x", "better")
+    with pytest.raises(ValueError, match="claim 'x': margin"):
+        Claim("x", "equivalence", margin=0.0)
+    with pytest.raises(ValueError, match="has a side"):
+        Claim("x", "non-inferiority", margin=0.1, direction="two-sided")
+    with pytest.raises(ValueError, match="not declared gates"):
+        settle([Claim("x", "superiority", margin=0.1, rests_on=("y",))], {"x": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="equal lengths"):
+        paired([1.0, 2.0], [1.0])
+
+
+def test_the_declaration_table_lists_kind_margin_role_and_gates():
+    table = declaration([Claim("g", "gate", margin=0.15, direction="higher"),
+                         Claim("x", "non-inferiority", margin=0.02, units="nats", primary=False, rests_on=("g",))])
+    assert "| g | gate: a − b above 0.15 | gate | — |" in table
+    assert "| x | non-inferiority (lower is better), margin 0.02 nats | secondary | g |" in table

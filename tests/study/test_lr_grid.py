@@ -1,0 +1,30 @@
+"""A learning rate chosen at the edge of its grid extends the grid (at most twice) or is flagged untuned."""
+
+import pytest
+
+from odebook.study.lr_grid import check_grid
+
+
+def test_an_edge_choice_extends_the_grid_one_step_then_is_flagged():
+    grid = [1e-3, 3e-3]
+    first = check_grid(grid, 3e-3)
+    assert first.action == "extend" and first.edge == "top" and first.value == pytest.approx(9e-3)
+    second = check_grid([*grid, first.value], first.value, extensions=1)
+    assert second.action == "extend" and second.value == pytest.approx(2.7e-2)
+    third = check_grid([*grid, first.value, second.value], second.value, extensions=2)
+    assert third.action == "untuned" and third.value is None and "top of the grid" in third.note
+    bottom = check_grid(grid, 1e-3)
+    assert bottom.action == "extend" and bottom.edge == "bottom" and bottom.value == pytest.approx(1e-3 / 3)
+
+
+def test_an_interior_choice_is_tuned_and_a_profile_may_forbid_extending():
+    assert check_grid([1e-3, 3e-3, 1e-2], 3e-3).action == "tuned"
+    flagged = check_grid([1e-3, 3e-3], 3e-3, may_extend=False)
+    assert flagged.action == "untuned" and "does not extend" in flagged.note
+
+
+def test_bad_grids_say_what():
+    with pytest.raises(ValueError, match="not in the grid"):
+        check_grid([1e-3, 3e-3], 2e-3)
+    with pytest.raises(ValueError, match="two distinct positive"):
+        check_grid([1e-3], 1e-3)

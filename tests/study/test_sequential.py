@@ -1,0 +1,84 @@
+"""Seeds in looks: the Lan–DeMets O'Brien–Fleming-type boundaries against published constants and scipy's
+multivariate normal, and Monte-Carlo checks (thousands of simulated studies) of the procedure's type-I error and
+power."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from odebook.study.claims import Claim
+from odebook.study.sequential import _replay, boundaries, decide, operating, spent
+
+LOOKS = (4, 8, 12, 16)
+
+
+@pytest.mark.parametrize("k, published", [
+    # Lan–DeMets O'Brien–Fleming-type spending α₁(t) = 2 − 2Φ(z_{α/2}/√t), K equally spaced looks, one-sided
+    # α = 0.025 (two-sided 0.05). K = 5: 4.877, 3.357, 2.680, 2.290, 2.031 — DeMets & Lan (1994), "Interim analysis:
+    # the alpha spending function approach", Statistics in Medicine 13:1341–1352, Table I; the same constants are
+    # printed by R's ldbounds (Reboussin, DeMets, Kim & Lan 2000) and gsDesign's sfLDOF for these designs.
+    (5, (4.877, 3.357, 2.680, 2.290, 2.031)),
+    (4, (4.333, 2.963, 2.359, 2.014)),
+    (3, (3.710, 2.511, 1.993)),
+])
+def test_spending_boundaries_match_the_published_constants(k, published):
+    assert boundaries(range(1, k + 1), 0.025) == pytest.approx(published, abs=2e-3)
+
+
+def test_spending_boundaries_meet_their_spending_under_scipys_multivariate_normal():
+    looks = (3, 7, 12)  # unequal looks: the correlation √(t_i / t_j) is not the equally spaced one
+    c, t = boundaries(looks, 0.05), np.array(looks) / looks[-1]
+    for k in range(1, 4):
+        corr = np.sqrt(np.minimum.outer(t[:k], t[:k]) / np.maximum.outer(t[:k], t[:k]))
+        stay = stats.multivariate_normal(np.zeros(k), corr, abseps=1e-8, releps=0, seed=0).cdf(np.array(c[:k]))
+        assert 1 - stay == pytest.approx(spent(t[k - 1], 0.05), abs=2e-5)
+    assert spent(1.0, 0.05) == pytest.approx(0.05) and spent(0.0, 0.05) == 0.0
+
+
+def _mc_error(p: float, n: int) -> float:
+    return 3 * math.sqrt(p * (1 - p) / n)  # three Monte-Carlo standard errors
+
+
+@pytest.mark.parametrize("claim, null_edge", [
+    (Claim("better", "superiority", margin=0.75), 0.0),
+    (Claim("better either way", "superiority", margin=0.75, direction="two-sided"), 0.0),
+    (Claim("as good", "equivalence", margin=0.75), 0.75),
+    (Claim("not worse", "non-inferiority", margin=0.5), 0.5),
+])
+def test_the_sequential_type_one_error_stays_at_alpha(claim, null_edge):
+    """At the edge of the null (the true difference where a false 'held' is likeliest), 20,000 simulated studies of
+    looks at 4, 8, 12, 16 seeds (t statistics at the boundaries' nominal levels) hold the claim at most α of the
+    time, within Monte-Carlo error."""
+    o = operating(claim, LOOKS, mean=null_edge, sd=1.0, alpha=0.05, studies=20_000, seed=1)
+    assert o.efficacy <= 0.05 + _mc_error(0.05, o.studies)
+
+
+def test_the_sequential_power_reaches_its_target_and_stops_early():
+    """Stated alternative: a true difference of −0.75 sd (the margin) with looks at 4, 8, 12, 16 seeds; target 80 %
+    power. The design should also stop before the cap on average, under the alternative and under the null."""
+    claim = Claim("better", "superiority", margin=0.75)
+    alt = operating(claim, LOOKS, mean=-0.75, sd=1.0, studies=10_000, seed=2)
+    assert alt.efficacy >= 0.8 - _mc_error(0.8, alt.studies) and alt.seeds < 14
+    null = operating(claim, LOOKS, mean=0.0, sd=1.0, studies=10_000, seed=3)
+    assert null.futility > 0.5 and null.seeds < 14  # ruled out early: the effect of interest is not there
+
+
+def test_decide_replays_the_looks_the_seeds_cover():
+    claim = Claim("better", "superiority", margin=0.75)
+    d = np.random.default_rng(4).normal(-0.75, 1.0, size=(200, LOOKS[-1]))
+    action, seeds = _replay(claim, d, LOOKS, 0.05)
+    for row, a, n in zip(d, action, seeds):
+        out = decide(claim, row, LOOKS)
+        assert (out.action, out.n) == (a, n) and out.looks[-1].n == n
+    partial = decide(claim, [0.1, -0.2, 0.3, 0.0, -0.1, 0.2], LOOKS)
+    assert partial.action == "continue" and partial.next_n == 8 and [k.n for k in partial.looks] == [4]
+    assert "continue to 8 seeds" in partial.markdown() and "| 4 |" in partial.markdown()
+
+
+def test_bad_looks_and_claims_say_what():
+    with pytest.raises(ValueError, match="increasing whole numbers"):
+        decide(Claim("x", "superiority", margin=0.1), [0.0] * 8, (4, 4, 8))
+    with pytest.raises(ValueError, match="looks need a tested claim"):
+        decide(Claim("x", "gate", margin=0.1), [0.0] * 8, (4, 8))

@@ -1,7 +1,14 @@
 """Timing claims measured as timing: the two arms' steps interleaved in one process (A, B, A, B, …) after a warm-up,
 the ratio of their median times with a bootstrap interval over the pairs, and the machine's load (os.getloadavg)
 recorded beside it. A speed verdict is read from this, never from training runs taken minutes apart on a shared
-machine, and stays outside the loss claims' families (it has its own rule: ``stats.decide`` on the ratio)."""
+machine, and stays outside the loss claims' families (it has its own rule: ``stats.decide`` on the ratio).
+
+Interleaving removes drift, not load: on a machine with more runnable processes than cores a call waits for the CPU,
+and a longer call waits more often (measured here at load 13 on 2 cores: two loops of known cost ratio 3 timed
+6–7× apart by the wall clock, 3.0× by ``time.thread_time``). The wall clock (the default) is what a user waits and
+the only clock for GPU work; ``clock=time.thread_time`` (this thread's CPU time) or ``time.process_time`` (all of
+its threads') measure the work of CPU-bound arms on a busy machine. The load beside the ratio says which case it was.
+"""
 
 from __future__ import annotations
 
@@ -30,12 +37,13 @@ class Timing:
     ratio: Interval
     load: tuple[float, float]
     warmup: int
+    clock: str
 
     def __str__(self) -> str:
         r = self.ratio
         return (f"median time a / b = {r.mean:.3g} [{r.low:.3g}, {r.high:.3g}] ({r.n} interleaved pairs after "
                 f"{self.warmup} warm-up, bootstrap 95 %; medians {np.median(self.a) * 1e3:.3g} / "
-                f"{np.median(self.b) * 1e3:.3g} ms; load {self.load[0]:.2f} → {self.load[1]:.2f})")
+                f"{np.median(self.b) * 1e3:.3g} ms by {self.clock}; load {self.load[0]:.2f} → {self.load[1]:.2f})")
 
     def verdict(self, claim: str, *, threshold: float = 1.0, side: str = "below", scale: str = "") -> Verdict:
         """'held' when the whole interval of a / b lies ``side`` ``threshold`` (1: a is faster), by ``stats.decide``."""
@@ -44,18 +52,20 @@ class Timing:
 
 
 def interleaved(a: Callable[[], object], b: Callable[[], object], *, reps: int = MIN_REPS, warmup: int = 3,
-                sync: Callable[[], object] = lambda: None, level: float = 0.95, seed: int = 0) -> Timing:
-    """Time ``a`` and ``b`` alternately, ``warmup`` untimed pairs then ``reps`` timed ones (at least MIN_REPS);
-    ``sync`` runs after each call inside the timing (torch.cuda.synchronize on a GPU)."""
+                sync: Callable[[], object] = lambda: None, clock: Callable[[], float] = time.perf_counter,
+                level: float = 0.95, seed: int = 0) -> Timing:
+    """Time ``a`` and ``b`` alternately, ``warmup`` untimed pairs then ``reps`` timed ones (at least MIN_REPS),
+    by ``clock`` (see the module's note on load); ``sync`` runs after each call inside the timing
+    (torch.cuda.synchronize on a GPU)."""
     if reps < MIN_REPS or warmup < 1:
         raise ValueError(f"interleaved timing needs reps ≥ {MIN_REPS} and a warm-up ≥ 1, got reps = {reps}, "
                          f"warmup = {warmup}")
 
     def once(fn: Callable[[], object]) -> float:
-        start = time.perf_counter()
+        start = clock()
         fn()
         sync()
-        return time.perf_counter() - start
+        return clock() - start
 
     for _ in range(warmup):
         once(a), once(b)
@@ -68,4 +78,5 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], *, reps: int =
                           method="percentile", rng=np.random.default_rng(seed))
     ratio = Interval(float(np.median(ta) / np.median(tb)), float(res.confidence_interval.low),
                      float(res.confidence_interval.high), reps)
-    return Timing(tuple(ta.tolist()), tuple(tb.tolist()), ratio, (load_before, load_after), warmup)
+    return Timing(tuple(ta.tolist()), tuple(tb.tolist()), ratio, (load_before, load_after), warmup,
+                  getattr(clock, "__name__", str(clock)))

@@ -4,6 +4,7 @@ verdict."""
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,8 +52,7 @@ def outcome_word(outcome: str) -> str:
     anything else."""
     if outcome in OUTCOMES:
         return outcome
-    head, _, n = outcome.partition(" — needs ≈ ")
-    return "inconclusive" if head == "inconclusive" and outcome == NEEDS.format(n=n.removesuffix(" seeds")) else ""
+    return "inconclusive" if re.fullmatch(NEEDS.format(n=r"\d[\d,]*"), outcome) else ""
 
 
 def decide(interval: Interval, threshold: float, *, claim: str) -> str:

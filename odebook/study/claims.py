@@ -19,7 +19,8 @@ Holm's correction runs over the primary claims only; secondary claims get their 
 not-held sides are each corrected over the family. A compound claim (``parts``: several comparisons that must all
 hold, "beats both Tong and the standard model") is an intersection–union test: its p is the largest of its parts',
 with no adjustment between them. An inconclusive claim says how many seeds it would need for 80 % power at its margin
-(and, in the evidence, at the observed effect), at the Bonferroni level of its family (study.power).
+(for equivalence and non-inferiority: with no true difference) and, in the evidence, at the observed effect, at the
+Bonferroni level of its family (study.power).
 """
 
 from __future__ import annotations
@@ -182,6 +183,7 @@ class Settled:
     family: str = ""
     needs: tuple[int | None, int | None] = (None, None)
     note: str = ""
+    power: float = 0.8
 
     def evidence(self) -> str:
         c = self.claim
@@ -192,7 +194,8 @@ class Settled:
             out.append(f"p = {self.p_hold:.3g}" + (f", Holm p = {self.p_adjusted:.3g}" if c.kind in TESTED else ""))
         if self.outcome.startswith("inconclusive") and c.kind in TESTED:
             at_margin, at_observed = (f"≈ {n}" if n else f"more than {pw.MAX_SEEDS:,}" for n in self.needs)
-            out.append(f"80 % power needs {at_margin} seeds at the margin, {at_observed} at the observed effect")
+            out.append(f"{self.power:.0%} power needs {at_margin} seeds at the margin, {at_observed} at the "
+                       "observed effect")
         return "; ".join(out + ([self.note] if self.note else []))
 
     def verdict(self, scale: str = "") -> Verdict:
@@ -265,7 +268,7 @@ def settle(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], *, al
                 needs = tuple(None if any(n[i] is None for n in per_part) else max(n[i] for n in per_part)
                               for i in (0, 1))
                 outcome = NEEDS.format(n=needs[0]) if needs[0] else "inconclusive"
-            done[c.name] = Settled(c, outcome, tests, p_hold, p_fail, q_hold, name, needs)
+            done[c.name] = Settled(c, outcome, tests, p_hold, p_fail, q_hold, name, needs, power=power)
     return [done[n] for n in names]
 
 

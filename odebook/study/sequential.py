@@ -18,7 +18,7 @@ the differences so far and replays the looks they cover, so the same seeds alway
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -27,7 +27,7 @@ from scipy import optimize, stats
 
 from odebook.study.claims import Claim, p_values
 
-__all__ = ["spent", "boundaries", "Look", "Decision", "decide", "Operating", "operating"]
+__all__ = ["spent", "boundaries", "Look", "Decision", "decide", "decide_all", "Operating", "operating"]
 
 
 def spent(t: float, alpha: float) -> float:
@@ -158,6 +158,20 @@ class Operating:
     futility: float
     cap: float
     seeds: float
+
+
+def decide_all(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], looks: Sequence[int], *,
+               alpha: float = 0.05) -> tuple[str, int | None, dict[str, Decision]]:
+    """Looks for a study's primary claims together, each at alpha / m (Bonferroni over the m primaries, the
+    sequential stand-in for Holm): ("stop", None, decisions) once every claim has stopped (efficacy, futility or the
+    cap), else ("continue", the seeds the next look needs, decisions). ``values`` as for ``claims.settle``."""
+    primaries = [c for c in claims if c.primary and c.kind in ("superiority", "equivalence", "non-inferiority")]
+    if not primaries:
+        raise ValueError("decide_all needs at least one primary superiority, equivalence or non-inferiority claim")
+    decisions = {c.name: decide(c, values.get(c.comparisons[0], ()), looks, alpha=alpha / len(primaries))
+                 for c in primaries}
+    waiting = [d.next_n for d in decisions.values() if d.action == "continue"]
+    return ("continue", max(waiting), decisions) if waiting else ("stop", None, decisions)
 
 
 def _replay(claim: Claim, d: np.ndarray, looks: tuple[int, ...], alpha: float) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from odebook.study.claims import Claim
-from odebook.study.sequential import _replay, boundaries, decide, operating, spent
+from odebook.study.sequential import _replay, boundaries, decide, decide_all, operating, spent
 
 LOOKS = (4, 8, 12, 16)
 
@@ -75,6 +75,22 @@ def test_decide_replays_the_looks_the_seeds_cover():
     partial = decide(claim, [0.1, -0.2, 0.3, 0.0, -0.1, 0.2], LOOKS)
     assert partial.action == "continue" and partial.next_n == 8 and [k.n for k in partial.looks] == [4]
     assert "continue to 8 seeds" in partial.markdown() and "| 4 |" in partial.markdown()
+
+
+def test_a_study_stops_when_every_primary_claim_has_stopped():
+    clear = Claim("clear", "superiority", margin=0.5)
+    unclear = Claim("unclear", "equivalence", margin=0.5)
+    secondary = Claim("aside", "superiority", margin=0.5, primary=False)
+    strong = [-3.0, -3.02, -2.99, -3.01, -3.0, -2.98, -3.03, -3.005]
+    noisy = [0.9, -1.1, 0.4, -0.2, 1.3, -0.8, 0.1, 0.6]
+    action, next_n, decisions = decide_all([clear, unclear, secondary], {"clear": strong[:4], "unclear": noisy[:4]},
+                                           LOOKS)
+    assert action == "continue" and next_n == 8 and set(decisions) == {"clear", "unclear"}  # no secondary looks
+    assert decisions["clear"].action == "efficacy" and decisions["clear"].n == 4
+    assert decisions["clear"].looks[0].level_hold == pytest.approx(stats.norm.sf(boundaries(LOOKS, 0.025)[0]))
+    rng = np.random.default_rng(5)
+    action, _, decisions = decide_all([clear, unclear], {"clear": strong * 2, "unclear": rng.normal(0, 2, 16)}, LOOKS)
+    assert action == "stop" and decisions["clear"].n == 4 and decisions["unclear"].action in ("cap", "futility")
 
 
 def test_bad_looks_and_claims_say_what():

@@ -8,7 +8,7 @@ corr(Z_i, Z_j) = √(t_i / t_j) (integrated numerically, Armitage, McPherson & R
 multivariate normal). A look at n seeds has a t statistic with n − 1 degrees of freedom rather than a Z, so it is
 compared at the boundary's nominal level 1 − Φ(c_k) (the "significance level approach" for small samples).
 
-At each look the claim's own tests run on the seeds so far (study.claims.part_test): its hold test below the nominal
+At each look the claim's own tests run on the seeds so far (study.claims.p_values): its hold test below the nominal
 level stops for efficacy (held, or equivalent); its fail test below it stops for futility (the effect of interest,
 or the equivalence, ruled out). Futility is non-binding: it only ever stops a study, so it cannot raise the chance
 of a false "held". Each seed's run is cached by its caller, so a look costs only its new seeds; ``decide`` takes all
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import integrate, optimize, stats
 
 from odebook.study.claims import Claim, p_values
 
@@ -57,12 +57,12 @@ def _boundaries(fractions: tuple[float, ...], alpha: float) -> tuple[float, ...]
         r, sd = math.sqrt(fractions[k - 1] / t), math.sqrt(1 - fractions[k - 1] / t)  # Z_k = r·Z_{k−1} + sd·N(0, 1)
 
         def crossing(c: float, z=z, dens=dens, r=r, sd=sd) -> float:
-            return float(np.trapezoid(dens * stats.norm.sf((c - r * z) / sd), z))
+            return float(integrate.trapezoid(dens * stats.norm.sf((c - r * z) / sd), z))
 
         out.append(float(optimize.brentq(lambda c: crossing(c) - step, -10.0, 40.0, xtol=1e-7)))
         new = np.linspace(-10.0, out[-1], GRID)
         kernel = stats.norm.pdf((new[:, None] - r * z[None, :]) / sd) / sd
-        z, dens = new, np.trapezoid(kernel * dens[None, :], z, axis=1)
+        z, dens = new, integrate.trapezoid(kernel * dens[None, :], z, axis=1)
     return tuple(out)
 
 

@@ -75,7 +75,7 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], *, reps: int =
     ta, tb = pairs[:, 0], pairs[:, 1]
     res = stats.bootstrap((ta, tb), lambda x, y, axis=-1: np.median(x, axis=axis) / np.median(y, axis=axis),
                           paired=True, vectorized=True, n_resamples=2000, confidence_level=level,
-                          method="percentile", rng=np.random.default_rng(seed))
+                          method="percentile", random_state=seed)
     ratio = Interval(float(np.median(ta) / np.median(tb)), float(res.confidence_interval.low),
                      float(res.confidence_interval.high), reps)
     return Timing(tuple(ta.tolist()), tuple(tb.tolist()), ratio, (load_before, load_after), warmup,

@@ -4,10 +4,10 @@ recorded beside it. A speed verdict is read from this, never from training runs 
 machine, and stays outside the loss claims' families (it has its own rule: ``stats.decide`` on the ratio).
 
 Interleaving removes drift, not load: on a machine with more runnable processes than cores a call waits for the CPU,
-and a longer call waits more often, so the wall clock overstates the cost ratio of CPU-bound work there (the test
-of the known ratio shows it under load). The wall clock (the default) is what a user waits and
-the only clock for GPU work; ``clock=time.thread_time`` (this thread's CPU time) or ``time.process_time`` (all of
-its threads') measure the work of CPU-bound arms on a busy machine. The load beside the ratio says which case it was.
+and a longer call waits more often, so the wall clock overstates the cost ratio of CPU-bound work there. The wall
+clock (the default) is what a user waits and the only clock for GPU work; ``clock=time.thread_time`` (this thread's
+CPU time) or ``time.process_time`` (all of its threads') measure the work of CPU-bound arms on a busy machine. The
+load beside the ratio says which case it was.
 """
 
 from __future__ import annotations

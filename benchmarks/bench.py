@@ -200,7 +200,7 @@ def delta_rule_times(T: int, repeats: int) -> dict[str, float]:
 
 
 T4_05 = ODESolverParams()  # study 01's model with a positional table for a 32-token prompt + 1024 new tokens
-CONFIG_05 = T4_05.model_config(GPT2_VOCAB, solver=T4_05.generation_solver, steps=2)
+CONFIG_05 = T4_05.model_config(GPT2_VOCAB)  # generation_solver at the budget of nfe_budget evaluations
 
 
 def _worker_05() -> dict:
@@ -214,13 +214,12 @@ def _worker_05() -> dict:
     generation = [{"model": name, **generation_speed(model, prompt, n)}
                   for name, model in generators.items() for n in (256, 1024)]
 
-    def build(method: str, steps: int) -> torch.nn.Module:
-        seed_everything(0)
-        return CONFIG_05.replace(vocab_size=256, solver=T4_05.sweep_solver, steps=steps, sensitivity=method).hybrid()
-
+    seed_everything(0)
+    config = CONFIG_05.replace(vocab_size=256, solver=T4_05.sweep_solver)
     x = torch.randint(0, 256, (8, 128), generator=torch.Generator().manual_seed(0))
-    sweep = sensitivity_sweep(build, (x, x.roll(-1, 1)), Precision(torch.device("cpu"), None),
-                              methods=("direct", "adjoint", "reversible"), steps=(4, 8, 16, 32), repeats=1)
+    sweep = sensitivity_sweep(config, config.hybrid().state_dict(), (x, x.roll(-1, 1)),
+                              Precision(torch.device("cpu"), None), sensitivities=("direct", "adjoint", "reversible"),
+                              steps=(4, 8, 16, 32), repeats=1)
     return {"generation": generation, "sweep": sweep.to_dict("records")}
 
 
@@ -300,15 +299,15 @@ def bench_05() -> None:
     for g in r["generation"]:
         print(f"{g['model']:16s} {g['new_tokens']:10d} {g['cached_s']:9.2f} {g['recomputed_s']:13.2f} "
               f"{g['speedup']:8.1f}× {str(g['identical_tokens']):>11s}")
-    print("\none training step of the rk4 hybrid (d 256, bytes, batch 8 × 128), by sensitivity method")
-    print(f"{'method':11s} {'steps':>5s} {'peak MiB':>9s} {'ms/step':>8s} {'NFE fwd+bwd':>12s} {'grad error':>11s}")
+    print("\none training step of the rk4 hybrid (d 256, bytes, batch 8 × 128), by sensitivity")
+    print(f"{'sensitivity':11s} {'steps':>5s} {'peak MiB':>9s} {'ms/step':>8s} {'NFE fwd+bwd':>12s} {'grad error':>11s}")
     sweep = r["sweep"]
     for row in sweep:
-        print(f"{row['method']:11s} {row['steps']:5d} {row['peak_memory_mb']:9.1f} {row['ms_per_step']:8.0f} "
+        print(f"{row['sensitivity']:11s} {row['steps']:5d} {row['peak_memory_mb']:9.1f} {row['ms_per_step']:8.0f} "
               f"{row['nfe_forward'] + row['nfe_backward']:12d} {row['grad_rel_error']:11.2g}")
-    for method in ("direct", "adjoint", "reversible"):
-        peak = {row["steps"]: row["peak_memory_mb"] for row in sweep if row["method"] == method}
-        print(f"peak-memory growth 4 → 32 steps, {method}: {peak[32] / peak[4]:.2f}×")
+    for sensitivity in ("direct", "adjoint", "reversible"):
+        peak = {row["steps"]: row["peak_memory_mb"] for row in sweep if row["sensitivity"] == sensitivity}
+        print(f"peak-memory growth 4 → 32 steps, {sensitivity}: {peak[32] / peak[4]:.2f}×")
 
 
 def _ddp_worker(steps: int, warmup: int, threads: int) -> list[float]:

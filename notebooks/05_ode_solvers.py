@@ -148,15 +148,8 @@ print(splits.description)
 
 # %%
 cfg = p.model_config(splits.vocab_size)
-
-
-def hybrid(solver, steps=1, sensitivity=p.sensitivity):
-    return cfg.replace(solver=solver, steps=steps, sensitivity=sensitivity).hybrid()
-
-
 steps_of = {s: p.nfe_budget // STAGES[s] if s in STAGES else None for s in p.integrators}
-builders = {"baseline": cfg.baseline,
-            **{s: (lambda s=s: hybrid(s, steps_of[s] or 1)) for s in p.integrators}}
+builders = {"baseline": cfg.baseline, **{s: cfg.replace(solver=s, steps=steps_of[s] or 1).hybrid for s in p.integrators}}
 config = TrainConfig.from_params(p)
 runs = run_seeds(builders, splits, config, precision, **notebook.run_options(p, out))
 
@@ -192,8 +185,8 @@ with pd.option_context("display.float_format", "{:.3g}".format):
     display(resolved)
 
 # %% [markdown]
-# ## Sensitivity methods against the number of steps
-# One training step (forward + backward) of the hybrid with `sweep_solver` at each number of steps and each method,
+# ## Sensitivities against the number of steps
+# One training step (forward + backward) of the hybrid with `sweep_solver` at each number of steps and each sensitivity,
 # all with the trained weights of the `generation_solver` hybrid (seed `seed`), on one training batch. Peak memory
 # is what the step allocates beyond the weights (CUDA: the allocator's peak; CPU: the running total of every
 # allocation and free the profiler records, in time order, also inside the adjoint's and the reversible backward's
@@ -201,28 +194,20 @@ with pd.option_context("display.float_format", "{:.3g}".format):
 # round-off alone puts it near 1e-7.
 
 # %%
-weights = trained[p.generation_solver].state_dict()
-
-
-def sweep_model(method, n):
-    model = cfg.replace(solver=p.sweep_solver, steps=n, sensitivity=method).hybrid()
-    model.load_state_dict(weights)
-    return model
-
-
-sweep = sensitivity_sweep(sweep_model, data.fixed_batches(splits.train, 1, p.batch_size, p.seq_len)[0], precision,
-                          methods=p.sensitivities, steps=p.sweep_steps, repeats=p.timing_repeats)
+sweep = sensitivity_sweep(cfg.replace(solver=p.sweep_solver), trained[p.generation_solver].state_dict(),
+                          data.fixed_batches(splits.train, 1, p.batch_size, p.seq_len)[0], precision,
+                          sensitivities=p.sensitivities, steps=p.sweep_steps, repeats=p.timing_repeats)
 with pd.option_context("display.float_format", "{:.4g}".format):
     display(sweep)
-notebook.save_table(sweep.set_index(["steps", "method"]), out, "sensitivity_sweep")
+notebook.save_table(sweep.set_index(["steps", "sensitivity"]), out, "sensitivity_sweep")
 
 fig, axes = plots.figure(3)
 for ax, column, title in zip(axes, ["peak_memory_mb", "ms_per_step", "grad_rel_error"],
                              ["peak memory of a training step (MiB)", "time of a training step (ms)",
                               "gradient error vs direct (relative)"]):
-    for i, (method, rows) in enumerate(sweep.groupby("method", sort=False)):
-        if column != "grad_rel_error" or method != "direct":
-            ax.plot(rows.steps, rows[column], "o-", color=f"C{i}", label=method)
+    for i, (sensitivity, rows) in enumerate(sweep.groupby("sensitivity", sort=False)):
+        if column != "grad_rel_error" or sensitivity != "direct":
+            ax.plot(rows.steps, rows[column], "o-", color=f"C{i}", label=sensitivity)
     ax.set(title=title, xlabel=f"{p.sweep_solver} steps", xscale="log", yscale="log")
     ax.set_xticks(p.sweep_steps, [str(n) for n in p.sweep_steps], minor=False)
     ax.xaxis.set_minor_locator(plt.NullLocator())
@@ -266,25 +251,25 @@ display(Markdown("\n\n".join(f"**{s['model']}**, prompt {s['prompt']}: _{s['prom
 # verdict is a Welch test over seeds at `alpha`.
 
 # %%
-def at(method, n, column):
-    return sweep[(sweep.method == method) & (sweep.steps == n)][column].item()
+def at(sensitivity, n, column):
+    return sweep[(sweep.sensitivity == sensitivity) & (sweep.steps == n)][column].item()
 
 
 first, last = min(p.sweep_steps), max(p.sweep_steps)
 growth = {m: at(m, last, "peak_memory_mb") / at(m, first, "peak_memory_mb") for m in p.sensitivities}
-verdicts = {}
+verdicts = []
 if "adjoint" in p.sensitivities:
     ratio = at("adjoint", last, "peak_memory_mb") / at("direct", last, "peak_memory_mb")
-    verdicts["adjoint reduces memory"] = (
-        "held" if ratio < 1 else "not held",
+    verdicts.append(Verdict(
+        "adjoint reduces memory", "held" if ratio < 1 else "not held",
         f"at {last} steps adjoint / direct peak memory = {ratio:.3f}; growth {first}→{last} steps: adjoint "
-        f"{growth['adjoint']:.2f}×, direct {growth['direct']:.2f}×")
+        f"{growth['adjoint']:.2f}×, direct {growth['direct']:.2f}×"))
 if "reversible" in p.sensitivities:
-    verdicts["reversible mode is O(1) memory"] = (
-        "held" if growth["reversible"] <= p.memory_growth_limit else "not held",
+    verdicts.append(Verdict(
+        "reversible mode is O(1) memory", "held" if growth["reversible"] <= p.memory_growth_limit else "not held",
         f"peak memory grows {growth['reversible']:.2f}× from {first} to {last} steps (limit "
         f"{p.memory_growth_limit}×); gradient error vs direct {at('reversible', first, 'grad_rel_error'):.2g} at "
-        f"{first} steps, {at('reversible', last, 'grad_rel_error'):.2g} at {last}")
+        f"{first} steps, {at('reversible', last, 'grad_rel_error'):.2g} at {last}"))
 if {"rk4", "dopri5"} <= set(p.integrators):
     def per_seed(model, metric):
         return [metric(r) for r in runs if r.model == model]
@@ -293,16 +278,18 @@ if {"rk4", "dopri5"} <= set(p.integrators):
                          p.alpha, "rk4 ms/step", "dopri5 ms/step")
     worse = claim_lower(per_seed("dopri5", lambda r: r.history.final_eval_loss),
                         per_seed("rk4", lambda r: r.history.final_eval_loss), p.alpha, "dopri5 loss", "rk4 loss")
-    verdicts["RK4 can be faster than adaptive solvers"] = (
+    verdicts.append(Verdict(
+        "RK4 can be faster than adaptive solvers",
         "not held" if faster[0] == "not held" or worse[0] == "held" else faster[0],
         f"{faster[1]}; held-out loss {worse[1]} (rk4 {steps_of['rk4']} steps = {p.nfe_budget} NFE, dopri5 "
-        f"{table.loc['dopri5', 'nfe_per_forward']:.0f} NFE per forward)")
+        f"{table.loc['dopri5', 'nfe_per_forward']:.0f} NFE per forward)"))
 longest = speed[speed.new_tokens == max(p.generation_lengths)]
-verdicts["KV caching is 10–100× faster"] = (
+verdicts.append(Verdict(
+    "KV caching is 10–100× faster",
     "held" if (longest.speedup >= p.speedup_target).all() and speed.identical_tokens.all() else "not held",
     "; ".join(f"{r.model}, {r.new_tokens} tokens: {r.speedup:.1f}×" for r in speed.itertuples())
-    + ("" if speed.identical_tokens.all() else " — cached and recomputed tokens differ"))
-display(Markdown("\n".join(f"- **{claim}**: {v} ({evidence})" for claim, (v, evidence) in verdicts.items())))
+    + ("" if speed.identical_tokens.all() else " — cached and recomputed tokens differ")))
+notebook.show_verdicts(verdicts)
 
 # %%
 notebook.save_results(
@@ -313,5 +300,5 @@ notebook.save_results(
     data=splits.description, precision=str(precision), parameters=p.to_dict(),
     integrators=table.reset_index().to_dict("records"), sensitivity=sweep.to_dict("records"),
     generation=speed.to_dict("records"), samples=samples,
-    verdicts=[Verdict(k, v, e) for k, (v, e) in verdicts.items()],
+    verdicts=verdicts,
     runs=[r.record() for r in runs])

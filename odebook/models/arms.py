@@ -13,29 +13,39 @@ from torch import nn
 from odebook.models.lm import LM, gpt, ode_hybrid
 from odebook.nn import Block
 from odebook.nn.depth import Repeated
-from odebook.nn.ode import evaluations_per_forward
+from odebook.nn.ode import evaluations_per_forward, ode_layers_problem, solver_problem
 
 __all__ = ["HybridConfig", "ARMS", "gradient_flow_arms", "layer_groups"]
 
 
 @dataclasses.dataclass(frozen=True)
 class HybridConfig:
-    """Everything that builds study 01's (and 05's) models; made by ``ODEHybridParams.model_config``. No dropout
-    anywhere (the ODE field must be deterministic, so the discrete layers go without it too)."""
+    """Everything that builds study 01's (and 05's) models; made by ``ODEHybridParams.model_config``, which holds
+    every default (this class has none of its own). No dropout anywhere (the ODE field must be deterministic, so the
+    discrete layers go without it too). Made or ``replace``d, it is held to the rules the ODE block is built under
+    (odebook.nn.ode: ``solver_problem``, ``ode_layers_problem``)."""
 
     vocab_size: int
     d_model: int
     n_layer: int
     n_head: int
     max_seq_len: int
-    ode_layers: tuple[int, ...] = (2, 3)
-    solver: str = "euler"
-    steps: int = 4
-    sensitivity: str = "direct"
-    rtol: float = 1e-3
-    atol: float = 1e-4
-    control_dim: int = 4
-    alpha_init: float = 0.1
+    ode_layers: tuple[int, ...]
+    solver: str
+    steps: int
+    sensitivity: str
+    rtol: float
+    atol: float
+    control_dim: int
+    alpha_init: float
+
+    def __post_init__(self):
+        problem = solver_problem(self.solver, self.sensitivity)
+        if problem:
+            raise ValueError(f"sensitivity {self.sensitivity!r}, solver {self.solver!r}: {problem}")
+        problem = ode_layers_problem(list(self.ode_layers), self.n_layer)
+        if problem:
+            raise ValueError(f"ode_layers = {list(self.ode_layers)}: {problem}")
 
     @property
     def shape(self) -> dict:

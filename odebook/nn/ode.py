@@ -178,11 +178,17 @@ class ODEFlowBlock(nn.Module):
                  solver: str = "euler", steps: int = 4, sensitivity: str = "direct", rtol: float = 1e-3,
                  atol: float = 1e-4):
         super().__init__()
-        problem = solver_problem(solver, sensitivity)
-        if problem:
-            raise ValueError(f"sensitivity {sensitivity!r}, solver {solver!r}: {problem}")
         self.field = VectorField(d_model=d_model, n_head=n_head, control_dim=control_dim, alpha_init=alpha_init)
-        self.solver, self.steps, self.sensitivity, self.rtol, self.atol = solver, steps, sensitivity, rtol, atol
+        self.sensitivity, self.rtol, self.atol = sensitivity, rtol, atol
+        self.set_solver(solver, steps)
+
+    def set_solver(self, solver: str, steps: int) -> None:
+        """Solve the flow with ``solver`` in ``steps`` steps from now on (the weights stay): how the block is built,
+        and how a trained block is re-solved — both under ``solver_problem``'s rule for this block's sensitivity."""
+        problem = solver_problem(solver, self.sensitivity) or (None if steps >= 1 else f"steps = {steps}: needs >= 1")
+        if problem:
+            raise ValueError(f"sensitivity {self.sensitivity!r}, solver {solver!r}: {problem}")
+        self.solver, self.steps = solver, steps
 
     def grid(self, like: torch.Tensor) -> torch.Tensor:
         """The times at which a fixed-grid solver evaluates its steps: 0, 1/steps, …, 1."""

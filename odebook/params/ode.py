@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from odebook.nn.ode import FIXED_GRID, SENSITIVITIES, SOLVERS, ode_layers_problem, solver_problem
+from odebook.nn.ode import FIXED_GRID, SENSITIVITIES, SOLVERS, STAGES, ode_layers_problem, solver_problem
 from odebook.params.lm import TextCorpusParams
 from odebook.params.schema import spec
 
@@ -41,8 +41,9 @@ class ODEHybridParams(TextCorpusParams):
         problems = [solver_problem(s, self.sensitivity) for s in solvers]
         return [f"key 'sensitivity' = {self.sensitivity!r}: {pr}" for pr in dict.fromkeys(problems) if pr]
 
-    def model_config(self, vocab_size: int, *, solver: str = "euler", steps: int = 4):
-        """The hybrid these parameters describe (odebook.models.arms.HybridConfig), for ``vocab_size`` tokens."""
+    def model_config(self, vocab_size: int, *, solver: str, steps: int):
+        """The hybrid these parameters describe (odebook.models.arms.HybridConfig), for ``vocab_size`` tokens,
+        solved by ``solver`` in ``steps`` steps (each study names its own solver field)."""
         from odebook.models.arms import HybridConfig
 
         return HybridConfig(vocab_size=vocab_size, d_model=self.d_model, n_layer=self.n_layer, n_head=self.n_head,
@@ -123,3 +124,9 @@ class ODESolverParams(ODEHybridParams):
             errors.append(f"key 'max_seq_len' = {self.max_seq_len}: generation needs prompt_tokens + the longest "
                           f"generation = {longest} positions")
         return errors
+
+    def model_config(self, vocab_size: int, **override):
+        """Study 05's hybrid: ``generation_solver`` at the evaluation budget ``nfe_budget`` (keyword overrides pass
+        through; the integrator runs and the sweep replace solver, steps and sensitivity)."""
+        steps = self.nfe_budget // STAGES[self.generation_solver]
+        return super().model_config(vocab_size, **{"solver": self.generation_solver, "steps": steps, **override})

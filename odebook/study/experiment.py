@@ -256,16 +256,17 @@ def loss_at_depth(run: Run, steps: int, batches: Sequence, precision: Precision)
 
 def loss_with_solver(model: nn.Module, solver: str, steps: int, batches: Sequence, precision: Precision) -> float:
     """Held-out loss of a trained ODE hybrid with its flow re-solved by ``solver`` in ``steps`` fixed-grid steps
-    (dopri5 ignores ``steps``), then restored."""
+    (dopri5 ignores ``steps``), then restored. The change goes through ``ODEFlowBlock.set_solver``, the rule that
+    validated the block: a solver its sensitivity rules out is refused (ValueError) and the model left as it was."""
     blocks = ode_blocks(model)
     trained = [(b.solver, b.steps) for b in blocks]
-    for b in blocks:
-        b.solver, b.steps = solver, steps
     try:
+        for b in blocks:
+            b.set_solver(solver, steps)
         return evaluate(model, batches, precision)
     finally:
         for b, (s, n) in zip(blocks, trained):
-            b.solver, b.steps = s, n
+            b.set_solver(s, n)
 
 
 def grad_ratios(runs: Sequence[Run], arm: str, reference: str, group: str) -> list[float]:

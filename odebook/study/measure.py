@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
+from odebook.models.arms import HybridConfig
 from odebook.models.lm import LM, generate, lm_loss
 from odebook.nn import torch_private
 from odebook.nn.ode import count_evaluations
@@ -69,20 +70,22 @@ def nfe_per_forward(model: nn.Module, x: torch.Tensor, precision: Precision) -> 
     return evaluations.count
 
 
-def sensitivity_sweep(build: Callable[[str, int], nn.Module], batch: tuple[torch.Tensor, torch.Tensor],
-                      precision: Precision, *, methods: Sequence[str], steps: Sequence[int],
-                      repeats: int = 3) -> pd.DataFrame:
-    """For every number of steps and sensitivity method: peak memory of one training step (forward + backward),
-    its median time over ``repeats`` (after one warm-up), the vector-field evaluations of its forward and backward
-    passes, and the relative error of its gradient against the "direct" method's at the same number of steps.
-
-    ``build(method, steps)`` must return the same weights for every method at a given number of steps."""
+def sensitivity_sweep(config: HybridConfig, weights: Mapping[str, torch.Tensor],
+                      batch: tuple[torch.Tensor, torch.Tensor], precision: Precision, *, sensitivities: Sequence[str],
+                      steps: Sequence[int], repeats: int = 3) -> pd.DataFrame:
+    """For every number of steps and every sensitivity: peak memory of one training step (forward + backward) of
+    ``config``'s hybrid with ``weights``, its median time over ``repeats`` (after one warm-up), the vector-field
+    evaluations of its forward and backward passes, and the relative error of its gradient against the "direct"
+    sensitivity's at the same number of steps. Each model is ``config.replace(steps=…, sensitivity=…)``, so the
+    rule that validates a configuration validates every point of the sweep."""
     x, y = (t.to(precision.device) for t in batch)
     rows = []
     for n in steps:
         reference = None
-        for method in sorted(methods, key=lambda m: m != "direct"):  # direct first: it is the reference
-            model = build(method, n).to(precision.device).train()
+        for sensitivity in sorted(sensitivities, key=lambda s: s != "direct"):  # direct first: it is the reference
+            model = config.replace(steps=n, sensitivity=sensitivity).hybrid()
+            model.load_state_dict(weights)
+            model.to(precision.device).train()
 
             def step() -> tuple[int, int]:
                 """One training step; returns the vector-field evaluations of its forward and backward pass."""
@@ -96,7 +99,7 @@ def sensitivity_sweep(build: Callable[[str, int], nn.Module], batch: tuple[torch
 
             nfe_forward, nfe_backward = step()  # also the warm-up
             grad = gradient(model)
-            reference = grad if method == "direct" else reference
+            reference = grad if sensitivity == "direct" else reference
             times = []
             for _ in range(repeats):
                 synchronize(precision.device)
@@ -104,7 +107,8 @@ def sensitivity_sweep(build: Callable[[str, int], nn.Module], batch: tuple[torch
                 step()
                 synchronize(precision.device)
                 times.append(time.perf_counter() - t0)
-            rows.append({"steps": n, "method": method, "peak_memory_mb": peak_memory(step, precision.device) / 2**20,
+            rows.append({"steps": n, "sensitivity": sensitivity,
+                         "peak_memory_mb": peak_memory(step, precision.device) / 2**20,
                          "ms_per_step": 1000 * statistics.median(times), "nfe_forward": nfe_forward,
                          "nfe_backward": nfe_backward,
                          "grad_rel_error": relative_error(grad, reference) if reference is not None else float("nan")})

@@ -12,7 +12,8 @@ from odebook.params import GradientFlowParams
 from causality import assert_causal
 
 V, D, H, L, P = 40, 32, 4, 6, 16
-CFG = HybridConfig(vocab_size=V, d_model=D, n_layer=L, n_head=H, max_seq_len=P, ode_layers=(2, 3), steps=4)
+CFG = HybridConfig(vocab_size=V, d_model=D, n_layer=L, n_head=H, max_seq_len=P, ode_layers=(2, 3), solver="euler",
+                   steps=4, sensitivity="direct", rtol=1e-3, atol=1e-4, control_dim=4, alpha_init=0.1)
 BLOCK = sum(q.numel() for q in Block(d_model=D, n_head=H).parameters())
 FIELD_EXTRA = (D + D) + (D * D + D) + (4 * D + D) + 1  # time embedding 1 → d → d, control embedding, α
 
@@ -60,3 +61,17 @@ def test_params_give_the_configuration_the_notebook_builds():
     assert model.blocks[2].times == 12  # rk4: 4 evaluations per step × 3 steps
     with pytest.raises(ValueError, match="fixed-grid"):
         cfg.replace(solver="dopri5").shared()
+
+
+def test_the_configuration_holds_no_default_of_its_own_and_refuses_what_the_block_would():
+    """Each default lives once, in the parameter schema: the configuration has none. A configuration that names a
+    solver its sensitivity rules out, or layers the stack does not have, is refused when it is made (also by
+    replace), with the rule's own message."""
+    import dataclasses
+
+    assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+               for f in dataclasses.fields(HybridConfig))
+    with pytest.raises(ValueError, match="adaptive"):
+        CFG.replace(solver="dopri5", sensitivity="reversible")
+    with pytest.raises(ValueError, match="consecutive"):
+        CFG.replace(ode_layers=(1, 3))

@@ -159,6 +159,19 @@ def test_reversible_mode_needs_a_fixed_grid_and_unknown_sensitivity_is_refused()
         ODEFlowBlock(d_model=D, n_head=H, sensitivity="backsolve")
 
 
+def test_a_solver_change_of_a_built_block_goes_through_the_rule_that_validated_it():
+    """Re-solving a trained block (study 05 does) asks the same rule as building it: a reversible block cannot be
+    switched to an adaptive solver, and a refused change leaves the block as it was."""
+    b = block(solver="rk4", steps=2, sensitivity="reversible")
+    with pytest.raises(ValueError, match="adaptive"):
+        b.set_solver("dopri5", steps=1)
+    with pytest.raises(ValueError, match="steps"):
+        b.set_solver("euler", steps=0)
+    assert (b.solver, b.steps) == ("rk4", 2)
+    b.set_solver("midpoint", steps=3)
+    assert (b.solver, b.steps) == ("midpoint", 3)
+
+
 @pytest.mark.parametrize("solver", ["euler", "midpoint", "rk4"])
 def test_the_fixed_grid_solve_is_bit_identical_to_odeint_in_values_and_gradients(solver):
     """The block's own fixed-grid stepping (no odeint per call; the KV-cached path) against torchdiffeq's odeint on

@@ -82,7 +82,8 @@ def test_depth_stack_field_is_the_update_over_the_step():
 
 def test_analyse_runs_on_the_study_models_and_respects_causality():
     torch.manual_seed(0)
-    cfg = HybridConfig(vocab_size=30, d_model=8, n_layer=3, n_head=2, max_seq_len=8, ode_layers=(1,), steps=2)
+    cfg = HybridConfig(vocab_size=30, d_model=8, n_layer=3, n_head=2, max_seq_len=8, ode_layers=(1,), solver="euler",
+                       steps=2, sensitivity="direct", rtol=1e-3, atol=1e-4, control_dim=4, alpha_init=0.1)
     model = cfg.hybrid()
     seqs = [torch.randint(0, 30, (3,)) for _ in range(2)]
     table = dynamics.analyse(model, "blocks.1", seqs, label="hybrid")
@@ -96,7 +97,8 @@ def test_analyse_runs_on_the_study_models_and_respects_causality():
 
 def test_euler_flow_jacobian_equals_differentiating_the_whole_solve_and_block_eigenvalues_equal_full_ones():
     torch.manual_seed(1)
-    cfg = HybridConfig(vocab_size=30, d_model=8, n_layer=3, n_head=2, max_seq_len=8, ode_layers=(1,), steps=3)
+    cfg = HybridConfig(vocab_size=30, d_model=8, n_layer=3, n_head=2, max_seq_len=8, ode_layers=(1,), solver="euler",
+                       steps=3, sensitivity="direct", rtol=1e-3, atol=1e-4, control_dim=4, alpha_init=0.1)
     block = cfg.hybrid().double().blocks[1]
     field, trajectory, flow = dynamics.ode_block_dynamics(block)
     x0 = torch.randn(1, 4, 8, dtype=torch.float64)

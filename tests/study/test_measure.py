@@ -41,16 +41,26 @@ def test_cpu_peak_memory_counts_what_an_operation_frees_inside_itself():
                        torch.device("cpu")) == pytest.approx(6_000_000, rel=0.01)
 
 
-def build(method, steps):
+def build(sensitivity, steps):
     seed_everything(0)
-    return models.ode_hybrid(**SHAPE, ode_layers=[1], solver="midpoint", steps=steps, sensitivity=method)
+    return models.ode_hybrid(**SHAPE, ode_layers=[1], solver="midpoint", steps=steps, sensitivity=sensitivity)
+
+
+def config(**changes):
+    """The hybrid of ``build`` as a configuration (odebook.models.arms.HybridConfig)."""
+    from odebook.models.arms import HybridConfig
+
+    return HybridConfig(**SHAPE, ode_layers=(1,), solver="midpoint", steps=2, sensitivity="direct", rtol=1e-3,
+                        atol=1e-4, control_dim=4, alpha_init=0.1).replace(**changes)
 
 
 @pytest.mark.slow
 def test_sensitivity_sweep_measures_memory_evaluations_and_gradient_error():
     x = torch.randint(0, 40, (2, 24), generator=torch.Generator().manual_seed(0))
-    sweep = sensitivity_sweep(build, (x, x.roll(-1, 1)), CPU, methods=["reversible", "adjoint", "direct"],
-                              steps=[2, 8], repeats=1).set_index(["steps", "method"])
+    weights = build("direct", 2).state_dict()
+    sweep = sensitivity_sweep(config(), weights, (x, x.roll(-1, 1)), CPU,
+                              sensitivities=["reversible", "adjoint", "direct"], steps=[2, 8],
+                              repeats=1).set_index(["steps", "sensitivity"])
     for n in (2, 8):
         assert sweep.loc[(n, "direct"), "grad_rel_error"] == 0
         assert 0 < sweep.loc[(n, "adjoint"), "grad_rel_error"] < 1e-2
@@ -88,3 +98,14 @@ def test_loss_with_solver_re_solves_the_flow_and_restores_it():
     assert loss_with_solver(model, "euler", 1, batches, CPU) != trained
     block = model.blocks[1]
     assert (block.solver, block.steps) == ("midpoint", 2) and evaluate(model, batches, CPU) == trained
+
+
+def test_loss_with_solver_refuses_a_solver_the_block_s_sensitivity_rules_out_and_leaves_the_model_as_it_was():
+    from odebook.data.corpus import fixed_batches
+    from odebook.study.experiment import loss_with_solver
+
+    model = build("reversible", 2)
+    batches = fixed_batches(torch.randint(0, 40, (500,), generator=torch.Generator().manual_seed(0)), 1, 2, 16)
+    with pytest.raises(ValueError, match="adaptive"):
+        loss_with_solver(model, "dopri5", 1, batches, CPU)
+    assert (model.blocks[1].solver, model.blocks[1].steps) == ("midpoint", 2)

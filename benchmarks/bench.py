@@ -48,7 +48,7 @@ from odebook.data.corpus import random_batches
 from odebook.study.flops import count_flops
 from odebook.study.flops import forward_flops
 from odebook.study.measure import peak_memory
-from odebook.models.lm import count_params, lm_loss, time_indexed
+from odebook.models.lm import count_params, lm_loss
 from odebook.nn import gemm, torch_private
 from odebook.params import TIME_INDEXED_MODELS, GradientFlowParams, ODESolverParams, TimeIndexedParams
 from odebook.training.runtime import ALLOCATOR_ENV, Precision, seed_everything
@@ -168,7 +168,7 @@ def _worker_02(steps: int, warmup: int) -> dict:
     rows = {}
     for name in TIME_INDEXED_MODELS:
         seed_everything(0)
-        model = time_indexed(name, **T4_02.model_config(256))
+        model = T4_02.model_config(256).build(name)
         batches = random_batches(tokens, BATCH_02, SEQ_02, seed=0)
         flops = forward_flops(model, next(batches)[0])
         hist = train(model, batches, [next(batches)], TrainConfig(steps=warmup + steps, lr=3e-4,

@@ -125,7 +125,7 @@ from odebook.study import dynamics
 from odebook.book import notebook
 from odebook.book import plots
 from odebook.study.experiment import compare_to, loss_at_depth, run_seeds, score_test, summarize, tune_lr
-from odebook.models.lm import count_params, time_indexed
+from odebook.models.lm import count_params
 from odebook.nn.modulated import modulation_curves
 from odebook.params import TimeIndexedParams
 from odebook.study.stats import Verdict, holm_verdicts, mean_ci, paired_test
@@ -149,7 +149,7 @@ print(splits.description)
 
 # %%
 cfg = p.model_config(splits.vocab_size)
-builders = {name: functools.partial(time_indexed, name, **cfg) for name in p.models}
+builders = {name: functools.partial(cfg.build, name) for name in p.models}
 config = TrainConfig.from_params(p)
 seeds = list(range(p.seed, p.seed + p.n_seeds))
 shape = notebook.batch_shape(p)

@@ -113,7 +113,7 @@ from odebook.book import plots
 from odebook.study import retrieval
 from odebook.data import tasks
 from odebook.study.experiment import run_seeds, score_test, summarize, train_once, tune_lr
-from odebook.models.lm import param_groups, pattern_lm
+from odebook.models.lm import param_groups
 from odebook.nn.delta_rule import fla_kernel, gated_delta_rule_chunked, gated_delta_rule_reference
 from odebook.params import GDNScalingParams
 from odebook.training.runtime import seed_everything
@@ -166,7 +166,7 @@ rows, origins = [], {}
 for i in p.niah_sizes:
     for seed in seeds:
         seed_everything(seed)
-        model = pattern_lm(**p.size_config(i, "gdn")).to(precision.device)
+        model = p.size_config(i, "gdn").build().to(precision.device)
         run = f"niah_{size_name(i)}_seed{seed}"
         _, origins[run], _ = train_once(
             run, model, lambda: tasks.curriculum_batches(tok, p.niah_batch_size, seed, stages, p.ks), niah_valid,
@@ -211,7 +211,7 @@ ladder_rows, lr_rows, runs_record = [], [], []
 shape = notebook.batch_shape(p)
 for s in p.series:
     for i in range(len(p.ladder_d)):
-        name, build = f"{s} {size_name(i)}", functools.partial(pattern_lm, **p.size_config(i, s))
+        name, build = f"{s} {size_name(i)}", p.size_config(i, s).build
         chosen, tried, kept = tune_lr({name: build}, splits, config, precision, lrs=p.lr_grid, seed=p.seed, **shape,
                                       **notebook.checkpointing(p, out))
         best = chosen[name]

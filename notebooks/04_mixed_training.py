@@ -25,7 +25,7 @@
 #
 # **This rerun.** The SWA layer reads the last GDN layer's state causally (position by position) with queries made by
 # that layer's key projection, mixed into its local attention through a learned gate. The local-path arms are the
-# source's (odebook.nn.state_read.LOCAL_PATHS): static scale 0.3, static 0.1, stochastic drop p = 0.7 in training with
+# source's (odebook.models.local_paths): static scale 0.3, static 0.1, stochastic drop p = 0.7 in training with
 # scale 0.3 at inference, and — separately named, not the source's — inverted dropout (kept sequences × 1/(1 − p),
 # scale 1 at inference). Training regimes: TinyStories language modelling; the retrieval curriculum; mixed,
 # 0.5·LM + 0.5·retrieval per step. A **no-state control** (every G layer replaced by plain SWA) is trained the same
@@ -119,7 +119,7 @@ from odebook.book import plots
 from odebook.study import retrieval
 from odebook.data import tasks
 from odebook.study.experiment import train_once
-from odebook.models.lm import generate, lm_loss, param_groups, pattern_lm
+from odebook.models.lm import generate, lm_loss, param_groups
 from odebook.params import MixedTrainingParams
 from odebook.training.runtime import seed_everything
 from odebook.study.stats import Verdict, holm_verdicts, mean_ci, paired_test
@@ -128,7 +128,7 @@ from odebook.training.train import TrainConfig, evaluate
 p, out, precision = notebook.start(MixedTrainingParams, globals())
 tok = data.get_tokenizer(p.tokenizer)
 seeds = list(range(p.seed, p.seed + p.n_seeds))
-arms = [*p.bottlenecks, *(["control"] if p.control else [])]
+arms = p.arms()  # name → configuration (odebook.models.configs.PatternConfig)
 
 # %% [markdown]
 # ## Data
@@ -166,19 +166,19 @@ for seed in seeds:
     for arm in arms:
         for regime in p.regimes:
             seed_everything(seed)
-            model = pattern_lm(**p.arm_config(arm)).to(precision.device)
+            model = arms[arm].build().to(precision.device)
             run = f"{arm}_{regime}_seed{seed}"
             _, origins[run], _ = train_once(
                 run, model, lambda: iter(batches(regime, seed)), valid_batches, TrainConfig.from_params(p), precision,
                 **notebook.checkpointing(p, out), groups=param_groups(model), desc=f"{arm} · {regime} · seed {seed}",
                 loss_fn=mixed_loss if regime == "mixed" else lm_loss, eval_loss_fn=lm_loss,
                 log_dir=notebook.tensorboard_dir(out, p, run))
-            ablations = ["normal", "local zeroed"] if arm == "control" else list(retrieval.ABLATIONS)
+            ablations = list(retrieval.ABLATIONS) if arms[arm].state_read else ["normal", "local zeroed"]
             rows.append(retrieval.score_rows(model, eval_sets, tok, precision.device, window=p.window,
                                              ablations=ablations, arm=arm, regime=regime, seed=seed))
             ppl_rows.append({"arm": arm, "regime": regime, "seed": seed,
                              "PPL": math.exp(evaluate(model, valid_batches, precision))})
-            if arm == "drop_0.7" and regime == "mixed" and seed == p.seed:
+            if arms[arm].local_path.source_drop and regime == "mixed" and seed == p.seed:
                 models_by_run["sample"] = model
 print("runs:", ", ".join(f"{run} {origin}" for run, origin in origins.items()))
 scores, ppl = pd.concat(rows), pd.DataFrame(ppl_rows)
@@ -212,7 +212,7 @@ display(ppl_table.to_frame("held-out PPL (mean [95 % interval across seeds])"))
 # local path could answer, is measured, not assumed.
 
 # %%
-hybrid_arms = [a for a in arms if a != "control"]
+hybrid_arms = [a for a, c in arms.items() if c.state_read]
 scale = (f"{p.pattern} d {p.d_model}, window {p.window}, {p.steps} steps of {p.niah_batch_size} retrieval prompts "
          f"({p.ks} bindings + up to {max(p.curriculum)} filler sentences, median 'far' distance {distances['far']:.0f} "
          f"tokens) and/or {p.batch_size} × {p.seq_len} LM tokens by regime, {tok.name} tokens, {p.n_seeds} seeds "
@@ -258,10 +258,11 @@ if p.control:  # the controls of the controls: what a model without a state can 
         tests[f"control · {regime}: a model without a state answers facts beyond its window better than the best "
               "shortcut (must not hold)"] = [
             paired_test(acc("control", regime, "far"), retrieval.per_seed(far, seeds, shortcut=True), claim="above")]
-static = [a for a in hybrid_arms if a.startswith("static")]
-if "drop_0.7" in hybrid_arms and static:
-    tests["stochastic local drop is essential (drop_0.7's far Delta above every static arm's, every regime)"] = [
-        paired_test(delta("drop_0.7", r), delta(a, r), claim="above") for r in p.regimes for a in static]
+static = [a for a in hybrid_arms if arms[a].local_path.static]
+drop = next((a for a in hybrid_arms if arms[a].local_path.source_drop), None)  # the source's stochastic local drop
+if drop and static:
+    tests[f"stochastic local drop is essential ({drop}'s far Delta above every static arm's, every regime)"] = [
+        paired_test(delta(drop, r), delta(a, r), claim="above") for r in p.regimes for a in static]
 else:
     not_run.append(Verdict("stochastic local drop is essential", "not run", "needs drop_0.7 and a static arm"))
 if len(p.regimes) >= 2 and len(hybrid_arms) >= 2:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -23,7 +24,6 @@ import torch
 from odebook.data import corpus as data
 from odebook.training import distributed
 from odebook.models.arms import gradient_flow_arms
-from odebook.models.lm import time_indexed
 from odebook.params import validate_file
 from odebook.training.runtime import precision_for, seed_everything
 from odebook.training.train import TrainConfig, train
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def builders(study: str, p, vocab_size: int) -> dict:
     if study == "01_gradient_flow":
         return gradient_flow_arms(p.model_config(vocab_size))
-    return {name: lambda name=name: time_indexed(name, **p.model_config(vocab_size)) for name in p.models}
+    return {name: functools.partial(p.model_config(vocab_size).build, name) for name in p.models}
 
 
 def main(argv: list[str] | None = None) -> dict:

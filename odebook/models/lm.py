@@ -15,12 +15,13 @@ from torch import nn
 from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, KVCache, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
 from odebook.nn.attention import CausalSelfAttention, SlidingWindowAttention
 from odebook.nn.gdn import NO_ABLATION, Ablation, GatedDeltaNet
-from odebook.nn.state_read import LOCAL_PATHS, StateReadAttention
+from odebook.nn.state_read import StateReadAttention
+from odebook.models.local_paths import LOCAL_PATHS, LocalPath
 from odebook.nn import gemm
 from odebook.nn.linear_ce import linear_cross_entropy
 from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 
-__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "Ablation", "LOCAL_PATHS", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params"]
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "Ablation", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params"]
 
 HEAD_MULTIPLE = 64  # the head's outputs are padded to a multiple of this: 50,304 columns run faster than 50,257
 
@@ -177,13 +178,14 @@ def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_lay
 def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_seq_len: int,
                head_dim: int | None = None, window: int = 64, conv_width: int = 4, beta_floor: float = 0.0,
                chunk_size: int = 64, dropout: float = 0.0, state_read: bool = False,
-               local_path: str = "none") -> LM:
+               local_path: str | LocalPath = "none") -> LM:
     """A stack written as a string, one letter a layer — G: Gated DeltaNet, S: sliding-window attention (window
     ``window``), A: full causal attention — each mixer in a pre-LN Block with an MLP. With ``state_read``, each S
-    layer is the hybrid's StateReadAttention reading the nearest G layer before it, its local path one of
-    LOCAL_PATHS (``local_path``)."""
-    if local_path not in LOCAL_PATHS:
-        raise ValueError(f"unknown local_path {local_path!r}; allowed: {', '.join(LOCAL_PATHS)}")
+    layer is the hybrid's StateReadAttention reading the nearest G layer before it, its local path a LocalPath
+    (``local_path``: one, or its name in odebook.models.local_paths.LOCAL_PATHS)."""
+    if not isinstance(local_path, LocalPath) and local_path not in LOCAL_PATHS:
+        raise ValueError(f"unknown local_path {local_path!r}; allowed: {', '.join(LOCAL_PATHS)} or a LocalPath")
+    path = local_path if isinstance(local_path, LocalPath) else LOCAL_PATHS[local_path]
     read_dim: int | None = None
 
     def mixer(letter: str) -> nn.Module:
@@ -197,7 +199,7 @@ def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_
             if read_dim is None:
                 raise ValueError(f"pattern {pattern!r}: a state-reading S layer needs a G layer before it")
             return StateReadAttention(d_model=d_model, n_head=n_head, read_dim=read_dim, window=window,
-                                      **LOCAL_PATHS[local_path])
+                                      **path.layer_options())
         if letter == "S":
             return SlidingWindowAttention(d_model=d_model, n_head=n_head, window=window, dropout=dropout)
         if letter == "A":

@@ -6,7 +6,7 @@ short convolution, SiLU and L2 norm): write keys and read keys live in one space
 an argument (the LM passes on what the GDN layer returned); the read re-runs the gated delta rule with these queries
 over them, so it is causal — never the final state, which would show every position the whole sequence.
 
-The local multiplier m (``LOCAL_PATHS`` names the source's arms): ``local_scale`` at inference, and in training
+The local multiplier m (odebook.models.local_paths names study 04's arms): ``local_scale`` at inference, and in training
 either the same static scale or a per-sequence Bernoulli keep mask with drop probability ``local_drop_prob``
 (stochastic local drop, the source's: kept sequences see scale 1 in training, ``local_scale`` at inference); with
 ``inverted`` the kept sequences are scaled by 1/(1 − p) in training so the expected local path matches inference
@@ -22,17 +22,7 @@ from odebook.nn.attention import SlidingWindowAttention
 from odebook.nn.gdn import NO_ABLATION, Ablation, Writes
 from odebook.nn.gemm import Linear
 
-__all__ = ["StateReadAttention", "LOCAL_PATHS"]
-
-# The bottleneck arms of study 04, as the source ran them (keyword arguments of StateReadAttention).
-LOCAL_PATHS: dict[str, dict] = {
-    "static_0.3": {"local_scale": 0.3, "local_drop_prob": 0.0},
-    "static_0.1": {"local_scale": 0.1, "local_drop_prob": 0.0},
-    "drop_0.7": {"local_scale": 0.3, "local_drop_prob": 0.7},  # the source's: drop in training, 0.3 at inference
-    "drop_0.7_inverted": {"local_scale": 1.0, "local_drop_prob": 0.7, "inverted": True},  # not the source's
-    "none": {"local_scale": 1.0, "local_drop_prob": 0.0},
-}
-
+__all__ = ["StateReadAttention"]
 
 class StateReadAttention(nn.Module):
     def __init__(self, *, d_model: int, n_head: int, read_dim: int, window: int, local_scale: float = 1.0,

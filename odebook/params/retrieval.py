@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from odebook.models.configs import PatternConfig
+from odebook.models.local_paths import LOCAL_PATHS
 from odebook.params.lm import LMParams
 from odebook.params.schema import spec
 
@@ -49,13 +51,15 @@ class RetrievalParams(LMParams):
         return errors + ([] if errors else _niah_length_problems(self.ks, self.curriculum, self.tokenizer,
                                                                  self.max_seq_len))
 
-    def model_config(self, pattern: str, *, d_model: int, **overrides) -> dict:
-        """Keyword arguments of odebook.models.lm.pattern_lm for ``pattern`` at width ``d_model``."""
+    def model_config(self, pattern: str, *, d_model: int, local_path: str | None = None) -> PatternConfig:
+        """The stack ``pattern`` at width ``d_model`` (odebook.models.configs.PatternConfig); with ``local_path`` (a
+        name in odebook.models.local_paths.LOCAL_PATHS) its S layers read the GDN state through that bottleneck."""
         from odebook.data.corpus import get_tokenizer
 
-        return {"pattern": pattern, "vocab_size": get_tokenizer(self.tokenizer).vocab_size, "d_model": d_model,
-                "n_head": self.n_head, "max_seq_len": self.max_seq_len, "window": self.window,
-                "chunk_size": self.chunk_size, **overrides}
+        return PatternConfig(pattern=pattern, vocab_size=get_tokenizer(self.tokenizer).vocab_size, d_model=d_model,
+                             n_head=self.n_head, max_seq_len=self.max_seq_len, window=self.window,
+                             chunk_size=self.chunk_size, state_read=local_path is not None,
+                             local_path=LOCAL_PATHS[local_path or "none"])
 
 
 SERIES = {"hybrid": lambda layers: "G" * layers + "S", "gdn": lambda layers: "G" * layers}
@@ -96,10 +100,10 @@ class GDNScalingParams(RetrievalParams):
             errors.append(f"key 'niah_sizes' = {self.niah_sizes}: indices into ladder_d (0..{len(self.ladder_d) - 1})")
         return errors
 
-    def size_config(self, i: int, series: str) -> dict:
-        """pattern_lm keyword arguments of ladder size ``i`` in ``series``."""
+    def size_config(self, i: int, series: str) -> PatternConfig:
+        """Ladder size ``i`` in ``series`` (the hybrid's S layer reads the state with no bottleneck)."""
         return self.model_config(SERIES[series](self.ladder_layers[i]), d_model=self.ladder_d[i],
-                                 state_read=series == "hybrid", local_path="none")
+                                 local_path="none" if series == "hybrid" else None)
 
 
 @dataclasses.dataclass
@@ -114,8 +118,7 @@ class MixedTrainingParams(RetrievalParams):
     pattern: str = spec("GGGGGS", help="G = Gated DeltaNet, S = sliding-window attention reading the GDN state")
     d_model: int = spec(256, ge=8)
     bottlenecks: list[str] = spec(["static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted"],
-                                  choices=("static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted", "none"),
-                                  help="local path arms (odebook.nn.state_read.LOCAL_PATHS)")
+                                  choices=tuple(LOCAL_PATHS), help="local path arms (odebook.models.local_paths)")
     regimes: list[str] = spec(["lm", "niah", "mixed"], choices=("lm", "niah", "mixed"))
     control: bool = spec(True, help="also train the no-state control (every G layer replaced by plain SWA)")
     max_train_stories: int = spec(50_000, ge=1)
@@ -132,8 +135,9 @@ class MixedTrainingParams(RetrievalParams):
             errors.append(f"key 'pattern' = {self.pattern!r}: letters G and S, starting with G")
         return errors
 
-    def arm_config(self, arm: str) -> dict:
-        """pattern_lm keyword arguments of a bottleneck arm, or of the no-state control ('control')."""
-        if arm == "control":
-            return self.model_config(self.pattern.replace("G", "S"), d_model=self.d_model)
-        return self.model_config(self.pattern, d_model=self.d_model, state_read=True, local_path=arm)
+    def arms(self) -> dict[str, PatternConfig]:
+        """The study's arms by name: each bottleneck of ``bottlenecks``, then (with ``control``) the no-state control,
+        every G layer a plain S layer (``state_read`` False)."""
+        arms = {arm: self.model_config(self.pattern, d_model=self.d_model, local_path=arm) for arm in self.bottlenecks}
+        return arms | ({"control": self.model_config(self.pattern.replace("G", "S"), d_model=self.d_model)}
+                       if self.control else {})

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from odebook.models.configs import TimeIndexedConfig
 from odebook.nn.hypernet import TIME_MLPS
 from odebook.nn.modulated import NORMS
 from odebook.params.lm import TextCorpusParams
@@ -57,8 +58,9 @@ class TimeIndexedParams(TextCorpusParams):
             errors.append(f"key 'lr_grid' = {self.lr_grid}: must name each rate at most once, at least one")
         return errors
 
-    def model_config(self, vocab_size: int) -> dict:
-        """Keyword arguments of odebook.models.lm.time_indexed(name, **config) for every model of this study."""
-        return dict(vocab_size=vocab_size, d_model=self.d_model, n_head=self.n_head, n_layer=self.n_layer,
-                    max_seq_len=self.max_seq_len, n_freq=self.n_freq, d_emb=self.d_emb, gate_width=self.gate_width,
-                    d_state=self.d_state, norm=self.norm, tong_time_mlp=self.tong_time_mlp)
+    def model_config(self, vocab_size: int) -> TimeIndexedConfig:
+        """Every model of this study (odebook.models.configs.TimeIndexedConfig: ``.build(name)``)."""
+        return TimeIndexedConfig(vocab_size=vocab_size, d_model=self.d_model, n_head=self.n_head, n_layer=self.n_layer,
+                                 max_seq_len=self.max_seq_len, n_freq=self.n_freq, d_emb=self.d_emb,
+                                 gate_width=self.gate_width, d_state=self.d_state, norm=self.norm,
+                                 tong_time_mlp=self.tong_time_mlp)

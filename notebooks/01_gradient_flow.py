@@ -120,6 +120,7 @@ from odebook.book import notebook
 from odebook.book import plots
 from odebook.models.arms import gradient_flow_arms, layer_groups
 from odebook.study.experiment import grad_ratios, run_seeds, summarize
+from odebook.study.task import lm_task
 from odebook.nn.ode import evaluations_per_forward
 from odebook.params import GradientFlowParams
 from odebook.study.stats import holm_verdicts, mean_ci, paired_test
@@ -155,8 +156,8 @@ print(f"hybrid: layers {p.ode_layers} → one ODE flow block, {p.solver}"
 
 # %%
 config = TrainConfig.from_params(p)
-runs = run_seeds(builders, splits, config, precision, **notebook.run_options(p, out),
-                 groups=lambda name, model: layer_groups(model, cfg.replaced_blocks(name)))
+runs = run_seeds(builders, lm_task(splits, **notebook.batch_shape(p)), config, precision,
+                 **notebook.run_options(p, out), groups=lambda name, model: layer_groups(model, cfg.replaced_blocks(name)))
 
 # %% [markdown]
 # ## Results

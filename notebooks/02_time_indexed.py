@@ -113,7 +113,6 @@ dynamics_tokens = 8
 alpha = 0.05
 
 # %%
-import dataclasses
 import functools
 
 import numpy as np
@@ -124,8 +123,9 @@ from odebook.data import corpus as data
 from odebook.study import dynamics
 from odebook.book import notebook
 from odebook.book import plots
-from odebook.study.experiment import compare_to, loss_at_depth, run_seeds, score_test, summarize, tune_lr
-from odebook.models.lm import count_params
+from odebook.study.experiment import compare_to, loss_at_depth, summarize, tune_then_run
+from odebook.study.task import lm_task
+from odebook.models.lm import block_params
 from odebook.nn.modulated import modulation_curves
 from odebook.params import TimeIndexedParams
 from odebook.study.stats import Verdict, holm_verdicts, mean_ci, paired_test
@@ -142,30 +142,21 @@ splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), data.get_
 print(splits.description)
 
 # %% [markdown]
-# ## Learning rate per model
+# ## Learning rate per model, then the runs
 # Each model trains on the first seed at every rate of `lr_grid`; the lowest final validation loss chooses (a
 # diverging rate counts as infinite). The run at the chosen rate is kept as that seed's run; its test split is
-# scored once, like every other run's.
+# scored once, like every other run's. The remaining seeds run at each model's chosen rate, on the same batch
+# stream per seed for every model.
 
 # %%
 cfg = p.model_config(splits.vocab_size)
 builders = {name: functools.partial(cfg.build, name) for name in p.models}
-config = TrainConfig.from_params(p)
-seeds = list(range(p.seed, p.seed + p.n_seeds))
-shape = notebook.batch_shape(p)
-chosen, lr_table, kept = tune_lr(builders, splits, config, precision, lrs=p.lr_grid, seed=seeds[0], **shape,
-                                 **notebook.checkpointing(p, out))
+task = lm_task(splits, **notebook.batch_shape(p))
+runs, lr_table, chosen = tune_then_run(builders, task, TrainConfig.from_params(p), precision, lrs=p.lr_grid,
+                                       **notebook.run_options(p, out))
 lr_table["chosen lr"] = pd.Series(chosen)
 notebook.save_table(lr_table, out, "lr_selection")
 display(lr_table.round(4))
-
-# %% [markdown]
-# ## Runs
-# The remaining seeds at each model's chosen rate, on the same batch stream per seed for every model.
-
-# %%
-runs = run_seeds(builders, splits, {n: dataclasses.replace(config, lr=chosen[n]) for n in builders}, precision,
-                 done=score_test(kept, splits, precision, **shape), **notebook.run_options(p, out))
 
 # %% [markdown]
 # ## Results
@@ -175,16 +166,10 @@ runs = run_seeds(builders, splits, {n: dataclasses.replace(config, lr=chosen[n])
 # every model shares; their ratio to the standard's is the compression. Peak memory is tracked on CUDA only.
 
 # %%
-def block_params(run):
-    m = run.module
-    shared = sum(q.numel() for part in (m.tok_emb, m.pos_emb, m.ln_f) for q in part.parameters())
-    return count_params(m) - shared - (m.head.weight.numel() - m.n_spare_params)
-
-
 table = summarize(runs)
 if "standard" in table.index:
     table = table.join(compare_to(runs, "standard"))
-table["block_params"] = [block_params(next(r for r in runs if r.model == m)) for m in table.index]
+table["block_params"] = [block_params(next(r.module for r in runs if r.model == m)) for m in table.index]
 if "standard" in table.index:
     table["compression_vs_standard"] = table.loc["standard", "block_params"] / table.block_params
 table["flops_per_param"] = table.gflops_per_forward * 1e9 / table.params

@@ -98,7 +98,6 @@ niah_eval_examples = 500
 eval_seed = 10000
 
 # %%
-import dataclasses
 import functools
 
 import numpy as np
@@ -112,11 +111,11 @@ from odebook.book import notebook
 from odebook.book import plots
 from odebook.study import retrieval
 from odebook.data import tasks
-from odebook.study.experiment import run_seeds, score_test, summarize, train_once, tune_lr
-from odebook.models.lm import param_groups
+from odebook.study.experiment import run_seeds, summarize, tune_then_run
+from odebook.study.task import Task, lm_task
+from odebook.models.lm import block_params
 from odebook.nn.delta_rule import fla_kernel, gated_delta_rule_chunked, gated_delta_rule_reference
 from odebook.params import GDNScalingParams
-from odebook.training.runtime import seed_everything
 from odebook.study.stats import Interval, Verdict, decide, holm_verdicts, paired_test, power_law_fit
 from odebook.training.train import TrainConfig
 
@@ -162,22 +161,25 @@ display(pd.Series(mechanism, name="retrieval MSE").to_frame())
 stages = tasks.equal_stages(p.curriculum, p.niah_steps)
 eval_sets = tasks.evaluation_sets(p.niah_eval_examples, p.eval_seed, ks=p.ks, n_filler=max(p.curriculum))
 niah_valid = [tasks.batch(eval_sets[("random", max(p.ks))][:p.niah_batch_size], tok)[:2]]
-rows, origins = [], {}
-for i in p.niah_sizes:
-    for seed in seeds:
-        seed_everything(seed)
-        model = p.size_config(i, "gdn").build().to(precision.device)
-        run = f"niah_{size_name(i)}_seed{seed}"
-        _, origins[run], _ = train_once(
-            run, model, lambda: tasks.curriculum_batches(tok, p.niah_batch_size, seed, stages, p.ks), niah_valid,
-            TrainConfig.from_params(p, steps=p.niah_steps), precision, **notebook.checkpointing(p, out),
-            groups=param_groups(model), desc=f"retrieval {size_name(i)} seed {seed}",
-            log_dir=notebook.tensorboard_dir(out, p, run))
-        rows.append(retrieval.score_rows(model, eval_sets, tok, precision.device, window=p.window,
-                                         ablations=("normal", "state zeroed"), size=size_name(i), seed=seed))
-        del model
+sizes = {f"niah_{size_name(i)}": i for i in p.niah_sizes}
+
+
+def bindings(size):
+    """A retrieval task: the curriculum, scored on the evaluation sets normal and with the state zeroed."""
+    return Task(batches=lambda seed: tasks.curriculum_batches(tok, p.niah_batch_size, seed, stages, p.ks),
+                valid=niah_valid, score=lambda run: retrieval.score_rows(
+                    run.module, eval_sets, tok, precision.device, window=p.window,
+                    ablations=("normal", "state zeroed"), size=size, seed=run.seed))
+
+
+niah_runs = run_seeds({n: p.size_config(i, "gdn").build for n, i in sizes.items()},
+                      {n: bindings(size_name(i)) for n, i in sizes.items()},
+                      TrainConfig.from_params(p, steps=p.niah_steps), precision, keep=lambda run: False,
+                      **notebook.run_options(p, out, "retrieval"))
+niah_runs = sorted(niah_runs, key=lambda r: list(sizes).index(r.model))  # by size, seeds in order
+origins = {f"{r.model}_seed{r.seed}": r.origin for r in niah_runs}
 print("runs:", ", ".join(f"{run} {origin}" for run, origin in origins.items()))
-scored = pd.concat(rows)
+scored = pd.concat([r.scores for r in niah_runs])
 niah, memoryless = scored[scored.ablation == "normal"], scored[scored.ablation == "state zeroed"]
 by_k = retrieval.across_seeds(niah, ["size", "set", "k"])
 notebook.save_table(by_k, out, "retrieval_by_k")
@@ -206,24 +208,20 @@ splits = data.tokenize(data.load_corpus(p.corpus), tok)
 print(splits.description)
 tokens_per_size = p.steps * p.batch_size * p.seq_len
 print(f"tokens per size: {tokens_per_size:,} ({p.steps} steps × {p.batch_size} × {p.seq_len})")
-config = TrainConfig.from_params(p)
+task = lm_task(splits, **notebook.batch_shape(p))
 ladder_rows, lr_rows, runs_record = [], [], []
-shape = notebook.batch_shape(p)
 for s in p.series:
     for i in range(len(p.ladder_d)):
-        name, build = f"{s} {size_name(i)}", p.size_config(i, s).build
-        chosen, tried, kept = tune_lr({name: build}, splits, config, precision, lrs=p.lr_grid, seed=p.seed, **shape,
-                                      **notebook.checkpointing(p, out))
+        name = f"{s} {size_name(i)}"
+        runs, tried, chosen = tune_then_run({name: p.size_config(i, s).build}, task, TrainConfig.from_params(p),
+                                            precision, lrs=p.lr_grid, **notebook.run_options(p, out, "lm"))
         best = chosen[name]
         lr_rows += [{"series": s, "size": size_name(i), "lr": lr, "val_loss": loss, "chosen": lr == best}
                     for lr, loss in tried.loc[name].items()]
-        runs = run_seeds({name: build}, splits, dataclasses.replace(config, lr=best), precision,
-                         done=score_test(kept, splits, precision, **shape), **notebook.run_options(p, out, "lm"))
         runs_record += [r.record() for r in runs]
         row = summarize(runs).iloc[0].to_dict()
         ladder_rows.append({"series": s, "size": size_name(i), "lr": best, "tokens": tokens_per_size,
-                            "non-embedding params": sum(q.numel() for b in runs[0].module.blocks
-                                                        for q in b.parameters()), **row})
+                            "non-embedding params": block_params(runs[0].module), **row})
 lr_choice = pd.DataFrame(lr_rows).set_index(["series", "size", "lr"])
 ladder = pd.DataFrame(ladder_rows).set_index(["series", "size"])
 notebook.save_table(lr_choice, out, "lr_choice")

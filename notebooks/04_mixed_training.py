@@ -106,6 +106,7 @@ temperature = 0.8
 top_k = 40
 
 # %%
+import functools
 import math
 
 import numpy as np
@@ -118,10 +119,10 @@ from odebook.book import notebook
 from odebook.book import plots
 from odebook.study import retrieval
 from odebook.data import tasks
-from odebook.study.experiment import train_once
-from odebook.models.lm import generate, lm_loss, param_groups
+from odebook.study.experiment import run_seeds
+from odebook.study.task import Task
+from odebook.models.lm import generate, lm_loss
 from odebook.params import MixedTrainingParams
-from odebook.training.runtime import seed_everything
 from odebook.study.stats import Verdict, holm_verdicts, mean_ci, paired_test
 from odebook.training.train import TrainConfig, evaluate
 
@@ -153,7 +154,7 @@ display(distances.to_frame().T)
 def batches(regime, seed):
     lm = data.document_batches(train_docs, p.batch_size, p.seq_len, seed)
     niah = tasks.curriculum_batches(tok, p.niah_batch_size, seed, stages, p.ks)
-    return {"lm": lm, "niah": niah, "mixed": zip(lm, niah)}[regime]
+    return iter({"lm": lm, "niah": niah, "mixed": zip(lm, niah)}[regime])
 
 
 def mixed_loss(model, batch):
@@ -161,27 +162,25 @@ def mixed_loss(model, batch):
     return 0.5 * lm_loss(model, lm_batch) + 0.5 * lm_loss(model, niah_batch)
 
 
-rows, ppl_rows, origins, models_by_run = [], [], {}, {}
-for seed in seeds:
-    for arm in arms:
-        for regime in p.regimes:
-            seed_everything(seed)
-            model = arms[arm].build().to(precision.device)
-            run = f"{arm}_{regime}_seed{seed}"
-            _, origins[run], _ = train_once(
-                run, model, lambda: iter(batches(regime, seed)), valid_batches, TrainConfig.from_params(p), precision,
-                **notebook.checkpointing(p, out), groups=param_groups(model), desc=f"{arm} · {regime} · seed {seed}",
-                loss_fn=mixed_loss if regime == "mixed" else lm_loss, eval_loss_fn=lm_loss,
-                log_dir=notebook.tensorboard_dir(out, p, run))
-            ablations = list(retrieval.ABLATIONS) if arms[arm].state_read else ["normal", "local zeroed"]
-            rows.append(retrieval.score_rows(model, eval_sets, tok, precision.device, window=p.window,
-                                             ablations=ablations, arm=arm, regime=regime, seed=seed))
-            ppl_rows.append({"arm": arm, "regime": regime, "seed": seed,
-                             "PPL": math.exp(evaluate(model, valid_batches, precision))})
-            if arms[arm].local_path.source_drop and regime == "mixed" and seed == p.seed:
-                models_by_run["sample"] = model
+def score(arm, regime, run):
+    """Retrieval rows under every ablation the arm has, and held-out perplexity."""
+    ablations = list(retrieval.ABLATIONS) if arms[arm].state_read else ["normal", "local zeroed"]
+    rows = retrieval.score_rows(run.module, eval_sets, tok, precision.device, window=p.window, ablations=ablations,
+                                arm=arm, regime=regime, seed=run.seed)
+    return rows, {"arm": arm, "regime": regime, "seed": run.seed,
+                  "PPL": math.exp(evaluate(run.module, valid_batches, precision))}
+
+
+grid = {f"{arm}_{regime}": (arm, regime) for arm in arms for regime in p.regimes}
+regime_task = {name: Task(batches=functools.partial(batches, regime), valid=valid_batches, eval_loss_fn=lm_loss,
+                          loss_fn=mixed_loss if regime == "mixed" else lm_loss,
+                          score=functools.partial(score, arm, regime)) for name, (arm, regime) in grid.items()}
+sample = next((f"{a}_mixed" for a in arms if arms[a].local_path.source_drop and "mixed" in p.regimes), None)
+runs = run_seeds({name: arms[arm].build for name, (arm, _) in grid.items()}, regime_task, TrainConfig.from_params(p),
+                 precision, keep=lambda run: run.model == sample and run.seed == p.seed, **notebook.run_options(p, out))
+origins = {f"{r.model}_seed{r.seed}": r.origin for r in runs}
 print("runs:", ", ".join(f"{run} {origin}" for run, origin in origins.items()))
-scores, ppl = pd.concat(rows), pd.DataFrame(ppl_rows)
+scores, ppl = pd.concat([r.scores[0] for r in runs]), pd.DataFrame([r.scores[1] for r in runs])
 
 # %% [markdown]
 # ## Results
@@ -316,11 +315,11 @@ notebook.save_figure(fig, out, "ablations")
 # (temperature `temperature`, top-k `top_k`).
 
 # %%
-samples = []
-if "sample" in models_by_run and p.n_samples:
+samples, sample_model = [], next((r.module for r in runs if r.module is not None), None)
+if sample_model is not None and p.n_samples:
     start = torch.tensor([tok.encode("Once upon a time")] * p.n_samples, device=precision.device)
     gen = torch.Generator(device=precision.device.type).manual_seed(p.seed)
-    ids = generate(models_by_run["sample"], start, p.sample_tokens, temperature=p.temperature, top_k=p.top_k,
+    ids = generate(sample_model, start, p.sample_tokens, temperature=p.temperature, top_k=p.top_k,
                    generator=gen)
     samples = [tok.decode(row.tolist()) for row in ids.cpu()]
     display(Markdown("\n\n".join(f"> {s}" for s in samples)))

@@ -124,6 +124,7 @@ from odebook.models import lm as models
 from odebook.book import notebook
 from odebook.book import plots
 from odebook.study.experiment import loss_with_solver, run_seeds, summarize
+from odebook.study.task import lm_task
 from odebook.study.measure import generation_speed, nfe_per_forward, sensitivity_sweep
 from odebook.nn.ode import STAGES
 from odebook.params import ODESolverParams
@@ -151,7 +152,8 @@ cfg = p.model_config(splits.vocab_size)
 steps_of = {s: p.nfe_budget // STAGES[s] if s in STAGES else None for s in p.integrators}
 builders = {"baseline": cfg.baseline, **{s: cfg.replace(solver=s, steps=steps_of[s] or 1).hybrid for s in p.integrators}}
 config = TrainConfig.from_params(p)
-runs = run_seeds(builders, splits, config, precision, **notebook.run_options(p, out))
+runs = run_seeds(builders, lm_task(splits, **notebook.batch_shape(p)), config, precision,
+                 **notebook.run_options(p, out))
 
 # %%
 x_valid = data.fixed_batches(splits.valid, 1, p.batch_size, p.seq_len)[0][0].to(precision.device)

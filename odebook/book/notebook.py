@@ -61,16 +61,15 @@ def checkpointing(params: Params, out: Path) -> dict[str, Any]:
 
 
 def batch_shape(params: Params) -> dict[str, int]:
-    """Batch size, sequence length and evaluation batches: the keywords ``run_seeds``, ``tune_lr`` and
-    ``score_test`` (odebook.study.experiment) share."""
+    """Batch size, sequence length and evaluation batches: the keywords of ``odebook.study.task.lm_task``."""
     return {"batch_size": params.batch_size, "seq_len": params.seq_len, "eval_batches": params.eval_batches}
 
 
 def run_options(params: Params, out: Path, log: str = "runs") -> dict[str, Any]:
-    """The keyword arguments of ``experiment.run_seeds`` that a study's parameters fix: its seeds, batch shape,
-    evaluation batches, TensorBoard folder and checkpointing."""
-    return {"seeds": range(params.seed, params.seed + params.n_seeds), **batch_shape(params),
-            "log_dir": tensorboard_dir(out, params, log), **checkpointing(params, out)}
+    """The keyword arguments of ``experiment.run_seeds`` (and ``tune_then_run``) that a study's parameters fix: its
+    seeds, TensorBoard folder and checkpointing."""
+    return {"seeds": range(params.seed, params.seed + params.n_seeds), "log_dir": tensorboard_dir(out, params, log),
+            **checkpointing(params, out)}
 
 
 def tensorboard_dir(out: Path, params: Params, run: str) -> Path | None:

@@ -21,7 +21,7 @@ from odebook.nn import gemm
 from odebook.nn.linear_ce import linear_cross_entropy
 from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 
-__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "Ablation", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params"]
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "Ablation", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params", "block_params"]
 
 HEAD_MULTIPLE = 64  # the head's outputs are padded to a multiple of this: 50,304 columns run faster than 50,257
 
@@ -287,3 +287,9 @@ def param_groups(model: LM) -> dict[str, list[nn.Parameter]]:
 def count_params(model: nn.Module) -> int:
     """Parameters that take part in the function (an LM's spare head rows are left out)."""
     return sum(p.numel() for p in model.parameters()) - getattr(model, "n_spare_params", 0)
+
+
+def block_params(model: LM) -> int:
+    """Parameters of the blocks: what a model adds to the embeddings, final LayerNorm and head that every model of a
+    study shares (the "non-embedding" parameters of a scaling law; a compression ratio's terms)."""
+    return sum(p.numel() for p in model.blocks.parameters())

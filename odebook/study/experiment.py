@@ -19,6 +19,7 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import pandas as pd
@@ -26,15 +27,15 @@ import torch
 from torch import nn
 
 from odebook.training import checkpoint as ckpt
-from odebook.data.corpus import TokenSplits, fixed_batches, random_batches
 from odebook.study.flops import forward_flops
 from odebook.models.lm import count_params, ode_blocks, param_groups
 from odebook.training.runtime import Precision, seed_everything
 from odebook.training.spread import BUILD, spread
 from odebook.study.stats import mean_ci, paired_test
+from odebook.study.task import Task
 from odebook.training.train import DivergenceError, History, TrainConfig, evaluate, train
 
-__all__ = ["Run", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios",
+__all__ = ["Run", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "tune_then_run", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios",
            "WARMUP_STEPS"]
 
 WARMUP_STEPS = 5  # step times of the first steps (allocator, caches) are left out of ms/step
@@ -47,12 +48,13 @@ class Run:
     n_params: int
     history: History
     test_loss: float
-    module: nn.Module
+    module: nn.Module | None  # None once a study has let go of it (run_seeds' keep)
     flops_per_forward: int  # one forward pass of one batch
     peak_memory: float  # bytes allocated at the peak of training (CUDA); NaN on CPU, where torch does not track it
-    tokens_per_step: int
+    tokens_per_step: int | None
     lr: float = math.nan
     origin: str = "trained"  # or "resumed at step k", "reused" (see the checkpoints in the module docstring)
+    scores: Any = None  # what the task's scorer gave (odebook.study.task.Task.score)
 
     @property
     def ms_per_step(self) -> float:
@@ -76,33 +78,35 @@ def _default_groups(name: str, model: nn.Module):
     return param_groups(model)
 
 
-def run_one(name: str, build: Callable[[], nn.Module], seed: int, splits: TokenSplits, config: TrainConfig,
-            precision: Precision, *, batch_size: int, seq_len: int, valid: Sequence, test: Sequence | None,
-            groups: Groups = _default_groups, progress: bool = True, log_dir: Path | None = None,
-            checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None) -> Run:
-    """Seed, build, train on the seed's batch stream, and score ``test`` once (NaN when ``test`` is None: a
-    tuning run that must not see the test split). With ``checkpoints``, resume or reuse it (module docstring)."""
+def run_one(name: str, build: Callable[[], nn.Module], seed: int, task: Task, config: TrainConfig,
+            precision: Precision, *, groups: Groups = _default_groups, progress: bool = True,
+            log_dir: Path | None = None, checkpoints: Path | None = None, fresh: bool = False,
+            key: Mapping | None = None) -> Run:
+    """Seed, build, train on the seed's stream of ``task``, and score ``task.test`` once (NaN when it is None: a
+    tuning run that must not see the test split, or a task scored otherwise). With ``checkpoints``, resume or reuse
+    it (module docstring). Counting the model's FLOPs leaves the generators where seeding put them."""
     cuda = precision.device.type == "cuda"
     with BUILD:  # the CPU's generators are shared by runs spread over several GPUs (odebook.training.spread)
         seed_everything(seed, precision.device)
         model = build().to(precision.device)
-        flops = forward_flops(model, valid[0][0].to(precision.device))
+        with torch.random.fork_rng(devices=[precision.device] if cuda else []):
+            flops = forward_flops(model, task.valid[0][0].to(precision.device))
     if cuda:
         torch.cuda.reset_peak_memory_stats(precision.device)
 
     def finish(model: nn.Module, hist: History) -> dict:
         peak = float(torch.cuda.max_memory_allocated(precision.device)) if cuda else math.nan
-        return {"test_loss": evaluate(model, test, precision) if test is not None else math.nan, "peak_memory": peak}
+        test = evaluate(model, task.test, precision) if task.test is not None else math.nan
+        return {"test_loss": test, "peak_memory": peak}
 
     hist, origin, extras = train_once(
-        f"{name}_seed{seed}_lr{config.lr:g}", model, lambda: random_batches(splits.train, batch_size, seq_len, seed=seed),
-        valid, config, precision, checkpoints=checkpoints, fresh=fresh, finish=finish,
-        key={**(key or {}), "data": splits.description, "batch": (batch_size, seq_len, len(valid)),
-             "scored": test is not None},
-        groups=groups(name, model), desc=f"{name} seed {seed} lr {config.lr:g}", progress=progress,
-        log_dir=log_dir / f"{name}_seed{seed}" if log_dir else None)
+        f"{name}_seed{seed}_lr{config.lr:g}", model, lambda: task.batches(seed), task.valid, config, precision,
+        checkpoints=checkpoints, fresh=fresh, finish=finish,
+        key={**(key or {}), **task.key, "scored": task.test is not None}, groups=groups(name, model),
+        loss_fn=task.loss_fn, eval_loss_fn=task.eval_loss_fn, desc=f"{name} seed {seed} lr {config.lr:g}",
+        progress=progress, log_dir=log_dir / f"{name}_seed{seed}" if log_dir else None)
     return Run(name, seed, count_params(model), hist, extras["test_loss"], model, flops, extras["peak_memory"],
-               batch_size * seq_len, config.lr, origin)
+               task.tokens_per_step, config.lr, origin)
 
 
 def train_once(tag: str, model: nn.Module, batches: Callable[[], Iterator], valid: Sequence, config: TrainConfig,
@@ -132,28 +136,30 @@ def train_once(tag: str, model: nn.Module, batches: Callable[[], Iterator], vali
     return hist, f"resumed at step {hist.resumed_at}" if hist.resumed_at else "trained", extras
 
 
-def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits,
+def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], task: Task | Mapping[str, Task],
               config: TrainConfig | Mapping[str, TrainConfig], precision: Precision, *, seeds: Sequence[int],
-              batch_size: int, seq_len: int, eval_batches: int, groups: Groups = _default_groups,
-              progress: bool = True, log_dir: Path | None = None, done: Sequence[Run] = (),
-              checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None,
-              devices: Sequence[torch.device] | None = None) -> list[Run]:
-    """For each seed and each model: seed, build, train, evaluate once on test. Returns the runs in that order.
-    ``config`` may be one per model (e.g. each model's chosen lr); runs already in ``done`` (same model and seed)
+              groups: Groups = _default_groups, progress: bool = True, log_dir: Path | None = None,
+              done: Sequence[Run] = (), checkpoints: Path | None = None, fresh: bool = False,
+              key: Mapping | None = None, devices: Sequence[torch.device] | None = None,
+              keep: Callable[[Run], bool] | None = None) -> list[Run]:
+    """For each seed and each model: seed, build, train on ``task`` (odebook.study.task), score it — the test split
+    once, and ``task.score(run)`` into ``run.scores``. Returns the runs in that order. ``task`` and ``config`` may be
+    one per model (e.g. each model's regime, each model's chosen lr); runs already in ``done`` (same model and seed)
     are reused. ``groups(name, model)`` names the parameter groups whose gradient norms are recorded. With
-    ``log_dir``, each run writes TensorBoard logs to <log_dir>/<model>_seed<seed>. On a machine with several GPUs
-    the runs are spread over them, one run per GPU (``devices``, default: all; odebook.training.spread), and each finished
-    model comes back to ``precision.device``."""
-    valid = fixed_batches(splits.valid, eval_batches, batch_size, seq_len)
-    test = fixed_batches(splits.test, eval_batches, batch_size, seq_len)
+    ``log_dir``, each run writes TensorBoard logs to <log_dir>/<model>_seed<seed>. ``keep(run)`` False lets go of a
+    scored run's model (``run.module`` None). On a machine with several GPUs the runs are spread over them, one run
+    per GPU (``devices``, default: all; odebook.training.spread), and each finished model comes back to
+    ``precision.device`` to be scored."""
     reuse = {(r.model, r.seed): r for r in done}
     todo = [(name, seed) for seed in seeds for name in builders if (name, seed) not in reuse]
 
     def job(name: str, seed: int) -> Callable[[Precision], Run]:
         cfg = config[name] if isinstance(config, Mapping) else config
-        return lambda prec: _home(run_one(name, builders[name], seed, splits, cfg, prec, batch_size=batch_size,
-                                          seq_len=seq_len, valid=valid, test=test, groups=groups, progress=progress,
-                                          log_dir=log_dir, checkpoints=checkpoints, fresh=fresh, key=key), precision)
+        tsk = task[name] if isinstance(task, Mapping) else task
+        run = lambda prec: _home(run_one(name, builders[name], seed, tsk, cfg, prec, groups=groups,  # noqa: E731
+                                         progress=progress, log_dir=log_dir, checkpoints=checkpoints, fresh=fresh,
+                                         key=key), precision)
+        return lambda prec: _scored(run(prec), tsk, precision, keep)
 
     ran = dict(zip(todo, spread([job(*t) for t in todo], precision, devices)))
     return [reuse.get((name, seed)) or ran[name, seed] for seed in seeds for name in builders]
@@ -165,25 +171,34 @@ def _home(run: Run, precision: Precision) -> Run:
     return run
 
 
-def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits, config: TrainConfig,
-            precision: Precision, *, lrs: Sequence[float], seed: int, batch_size: int, seq_len: int,
-            eval_batches: int, progress: bool = True, checkpoints: Path | None = None, fresh: bool = False,
-            key: Mapping | None = None,
+def _scored(run: Run, task: Task, precision: Precision, keep: Callable[[Run], bool] | None = None) -> Run:
+    """``run`` with its test split scored (when the task has one and it is not yet), ``task.score(run)`` in
+    ``run.scores`` (when not yet), and its model let go of when ``keep(run)`` is False."""
+    if task.test is not None and math.isnan(run.test_loss):
+        run.test_loss = evaluate(run.module, task.test, precision)
+    if task.score is not None and run.scores is None:
+        run.scores = task.score(run)
+    if keep is not None and not keep(run):
+        run.module = None
+    return run
+
+
+def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config: TrainConfig, precision: Precision,
+            *, lrs: Sequence[float], seed: int, progress: bool = True, checkpoints: Path | None = None,
+            fresh: bool = False, key: Mapping | None = None,
             devices: Sequence[torch.device] | None = None) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
-    """The same small grid for every model: train each model at each lr in ``lrs`` on the first seed and choose the
-    lr with the lowest final validation loss (a rate at which the loss diverges counts as infinite). The test split
-    is not scored here. Returns the chosen lr per model,
-    the grid's table (model × lr → final validation loss) and the grid's runs (for reuse: the chosen run is the
-    first seed's run; its test split is scored once by run_seeds' caller). Spread over several GPUs as
-    ``run_seeds``."""
-    valid = fixed_batches(splits.valid, eval_batches, batch_size, seq_len)
+    """The same small grid for every model: train each model at each lr in ``lrs`` on ``seed`` and choose the lr
+    with the lowest final validation loss (a rate at which the loss diverges counts as infinite). Neither the test
+    split nor ``task.score`` is scored here. Returns the chosen lr per model, the grid's table (model × lr → final
+    validation loss) and the chosen runs (for reuse as that seed's runs, once scored: ``score_test``). Spread over
+    several GPUs as ``run_seeds``."""
+    tuning = dataclasses.replace(task, test=None)
     grid = [(name, lr) for name in builders for lr in lrs]
 
     def job(name: str, lr: float) -> Callable[[Precision], Run | None]:
         def attempt(prec: Precision) -> Run | None:
             try:
-                return _home(run_one(name, builders[name], seed, splits, dataclasses.replace(config, lr=lr), prec,
-                                     batch_size=batch_size, seq_len=seq_len, valid=valid, test=None,
+                return _home(run_one(name, builders[name], seed, tuning, dataclasses.replace(config, lr=lr), prec,
                                      progress=progress, checkpoints=checkpoints, fresh=fresh, key=key), precision)
             except DivergenceError:  # a rate too high for this model: it cannot be chosen
                 return None
@@ -198,14 +213,25 @@ def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], splits: TokenSplits
     return chosen, table, [r for r in runs if r.lr == chosen[r.model]]
 
 
-def score_test(runs: Sequence[Run], splits: TokenSplits, precision: Precision, *, batch_size: int, seq_len: int,
-               eval_batches: int) -> list[Run]:
-    """Score the test split once for runs that have not been scored (a tuning run kept as a seed's run)."""
-    test = fixed_batches(splits.test, eval_batches, batch_size, seq_len)
-    for r in runs:
-        if math.isnan(r.test_loss):
-            r.test_loss = evaluate(r.module, test, precision)
-    return list(runs)
+def score_test(runs: Sequence[Run], task: Task, precision: Precision) -> list[Run]:
+    """Score runs kept from tuning as ``run_seeds`` scores its own: the test split once, and ``task.score``."""
+    return [_scored(r, task, precision) for r in runs]
+
+
+def tune_then_run(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config: TrainConfig,
+                  precision: Precision, *, lrs: Sequence[float], seeds: Sequence[int], progress: bool = True,
+                  checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None,
+                  devices: Sequence[torch.device] | None = None,
+                  **options) -> tuple[list[Run], pd.DataFrame, dict[str, float]]:
+    """Each model's lr chosen on the first seed (``tune_lr``: validation only), the chosen run kept as that seed's
+    and scored once, the other seeds run at the chosen rate (``run_seeds``; ``options`` pass on to it). Returns the
+    runs, the grid's table and the chosen lr per model."""
+    shared = dict(progress=progress, checkpoints=checkpoints, fresh=fresh, key=key, devices=devices)
+    chosen, table, kept = tune_lr(builders, task, config, precision, lrs=lrs, seed=seeds[0], **shared)
+    configs = {name: dataclasses.replace(config, lr=chosen[name]) for name in builders}
+    runs = run_seeds(builders, task, configs, precision, seeds=seeds, done=score_test(kept, task, precision),
+                     **shared, **options)
+    return runs, table, chosen
 
 
 def summarize(runs: Sequence[Run]) -> pd.DataFrame:
@@ -223,7 +249,8 @@ def summarize(runs: Sequence[Run]) -> pd.DataFrame:
                      "val_ppl": math.exp(val.mean), "test_loss": test.mean, "test_loss_lo": test.low,
                      "test_loss_hi": test.high, "test_ppl": math.exp(test.mean),
                      "ms_per_step": statistics.median(r.ms_per_step for r in rs),
-                     "tokens_per_s": statistics.median(1000 * r.tokens_per_step / r.ms_per_step for r in rs),
+                     "tokens_per_s": statistics.median(1000 * (r.tokens_per_step or math.nan) / r.ms_per_step
+                                                       for r in rs),
                      "gflops_per_forward": rs[0].flops_per_forward / 1e9,
                      "peak_memory_mb": max(r.peak_memory for r in rs) / 2**20,
                      "skipped_steps": sum(len(r.history.skipped_steps) for r in rs)})

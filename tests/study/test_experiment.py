@@ -7,7 +7,8 @@ import torch
 
 from odebook.models import lm as models
 from odebook.data.corpus import TokenSplits
-from odebook.study.experiment import compare_to, run_seeds, score_test, tune_lr
+from odebook.study.experiment import compare_to, run_seeds, score_test, tune_lr, tune_then_run
+from odebook.study.task import Task, lm_task
 from odebook.training.runtime import precision_for
 from odebook.training.train import TrainConfig
 
@@ -15,6 +16,7 @@ CPU = precision_for(torch.device("cpu"))
 gen = torch.Generator().manual_seed(0)
 SPLITS = TokenSplits(*(torch.randint(0, 20, (n,), generator=gen) for n in (3000, 600, 600)), 20, "random tokens")
 SHAPE = dict(batch_size=4, seq_len=8, eval_batches=2)
+TASK = lm_task(SPLITS, **SHAPE)
 
 
 def tiny():
@@ -24,13 +26,12 @@ def tiny():
 def test_tune_lr_chooses_the_lowest_validation_loss_counts_divergence_as_infinite_and_never_scores_test():
     builders = {"a": tiny}
     config = TrainConfig(steps=4, lr=1.0, eval_interval=4, weight_decay=0.0)
-    chosen, table, kept = tune_lr(builders, SPLITS, config, CPU, lrs=[1e-3, 3e-2, 1e30], seed=0, progress=False,
-                                  **SHAPE)
+    chosen, table, kept = tune_lr(builders, TASK, config, CPU, lrs=[1e-3, 3e-2, 1e30], seed=0, progress=False)
     assert list(table.columns) == [1e-3, 3e-2, 1e30] and math.isinf(table.loc["a", 1e30])
     assert chosen["a"] == table.loc["a"].idxmin() and len(kept) == 1 and kept[0].lr == chosen["a"]
     assert math.isnan(kept[0].test_loss)
-    runs = run_seeds(builders, SPLITS, {"a": TrainConfig(steps=4, lr=chosen["a"], eval_interval=4)}, CPU,
-                     seeds=[0, 1], done=score_test(kept, SPLITS, CPU, **SHAPE), progress=False, **SHAPE)
+    runs = run_seeds(builders, TASK, {"a": TrainConfig(steps=4, lr=chosen["a"], eval_interval=4)}, CPU,
+                     seeds=[0, 1], done=score_test(kept, TASK, CPU), progress=False)
     assert runs[0] is kept[0] and math.isfinite(runs[0].test_loss) and runs[1].seed == 1
 
 
@@ -85,7 +86,7 @@ def test_runs_spread_over_two_devices_equal_the_runs_one_after_another():
     builders = {"a": tiny, "b": lambda: models.gpt(vocab_size=20, d_model=8, n_layer=2, n_head=2, max_seq_len=8)}
     config = TrainConfig(steps=3, lr=1e-2, eval_interval=3)
     two = [torch.device("cpu")] * 2
-    one_by_one, spread = (run_seeds(builders, SPLITS, config, CPU, seeds=[0, 1], progress=False, devices=d, **SHAPE)
+    one_by_one, spread = (run_seeds(builders, TASK, config, CPU, seeds=[0, 1], progress=False, devices=d)
                           for d in ((), two))
     assert [(r.model, r.seed) for r in spread] == [(r.model, r.seed) for r in one_by_one] == \
         [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
@@ -93,6 +94,69 @@ def test_runs_spread_over_two_devices_equal_the_runs_one_after_another():
         assert s.history.loss == pytest.approx(o.history.loss, rel=1e-6) and s.test_loss == pytest.approx(o.test_loss)
         for (name, w), w_o in zip(s.module.state_dict().items(), o.module.state_dict().values()):
             torch.testing.assert_close(w, w_o, rtol=1e-6, atol=1e-7, msg=name)
-    grid = [tune_lr({"a": tiny}, SPLITS, config, CPU, lrs=[1e-3, 1e30], seed=0, progress=False, devices=d, **SHAPE)
+    grid = [tune_lr({"a": tiny}, TASK, config, CPU, lrs=[1e-3, 1e30], seed=0, progress=False, devices=d)
             for d in ((), two)]
     assert grid[0][0] == grid[1][0] == {"a": 1e-3} and math.isinf(grid[1][1].loc["a", 1e30])
+
+
+def test_tune_then_run_is_the_tuning_then_the_seeds_at_the_chosen_rate():
+    builders = {"a": tiny, "b": lambda: models.gpt(vocab_size=20, d_model=8, n_layer=2, n_head=2, max_seq_len=8)}
+    config = TrainConfig(steps=4, lr=1.0, eval_interval=4, weight_decay=0.0)
+    runs, table, chosen = tune_then_run(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], seeds=[0, 1], progress=False)
+    by_hand, _, kept = tune_lr(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], seed=0, progress=False)
+    again = run_seeds(builders, TASK, {n: TrainConfig(steps=4, lr=by_hand[n], eval_interval=4, weight_decay=0.0)
+                                       for n in builders}, CPU, seeds=[0, 1], done=score_test(kept, TASK, CPU),
+                      progress=False)
+    assert chosen == by_hand and list(table.index) == ["a", "b"]
+    assert [(r.model, r.seed, r.lr) for r in runs] == [(r.model, r.seed, r.lr) for r in again]
+    assert [r.test_loss for r in runs] == [r.test_loss for r in again] and all(math.isfinite(r.test_loss) for r in runs)
+
+
+def dropout_lm():
+    return models.gpt(vocab_size=20, d_model=16, n_layer=1, n_head=2, max_seq_len=8, dropout=0.2)
+
+
+def test_run_seeds_takes_any_task_and_equals_the_hand_rolled_seed_loop():
+    """A task is a batch source per seed, fixed validation batches, a loss and a scorer — not only token splits.
+    run_seeds on it trains exactly what the loop the notebooks wrote by hand trains (seed, build, train, score), bit
+    for bit, on a model that draws random numbers in its forward pass (dropout): counting its FLOPs must not move
+    the generators. ``keep`` lets a study drop the models it has scored."""
+    from odebook.models.lm import lm_loss
+    from odebook.study.experiment import train_once
+    from odebook.training.runtime import seed_everything
+    from odebook.training.train import evaluate
+
+    def stream(seed):
+        gen = torch.Generator().manual_seed(100 + seed)
+        while True:
+            x = torch.randint(0, 20, (3, 8), generator=gen)
+            yield x, x.roll(-1, 1)
+
+    valid = [next(stream(99))]
+    half = lambda model, batch: 0.5 * lm_loss(model, batch)  # noqa: E731
+    task = Task(batches=stream, valid=valid, loss_fn=half, eval_loss_fn=lm_loss,
+                score=lambda run: {"valid": evaluate(run.module, valid, CPU), "seed": run.seed})
+    config = TrainConfig(steps=5, lr=1e-2, eval_interval=5)
+    runs = run_seeds({"d": dropout_lm}, task, config, CPU, seeds=[0, 1], progress=False,
+                     keep=lambda run: run.seed == 0)
+    for run in runs:
+        seed_everything(run.seed)
+        model = dropout_lm()
+        hist, _, _ = train_once("x", model, lambda: stream(run.seed), valid, config, CPU, progress=False,
+                                loss_fn=half, eval_loss_fn=lm_loss)
+        assert run.history.loss == hist.loss and run.history.eval_loss == hist.eval_loss
+        assert run.scores == {"valid": evaluate(model, valid, CPU), "seed": run.seed}
+        assert math.isnan(run.test_loss)
+    assert runs[0].module is not None and runs[1].module is None
+
+
+def test_block_parameters_are_counted_one_way_for_every_family():
+    """What a model adds to the embeddings, final LayerNorm and head every model of a study shares."""
+    from odebook.models.lm import block_params, count_params, ode_hybrid, pattern_lm, time_indexed
+
+    shape = dict(vocab_size=20, d_model=16, n_head=2, max_seq_len=8)
+    for model in (models.gpt(**shape, n_layer=2), time_indexed("ti_mlp", **shape, n_layer=3),
+                  pattern_lm("GS", **shape, state_read=True), ode_hybrid(**shape, n_layer=3, ode_layers=[1])):
+        shared = sum(q.numel() for part in (model.tok_emb, model.pos_emb, model.ln_f) for q in part.parameters())
+        head = model.head.weight.numel() - model.n_spare_params
+        assert block_params(model) == count_params(model) - shared - head > 0

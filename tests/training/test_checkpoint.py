@@ -87,6 +87,7 @@ def test_run_seeds_reuses_finished_runs_and_retrains_changed_ones(tmp_path):
     from odebook.models import lm as models
     from odebook.data.corpus import TokenSplits
     from odebook.study.experiment import run_seeds
+    from odebook.study.task import lm_task
     from odebook.training.runtime import precision_for
     from odebook.training.train import TrainConfig
 
@@ -95,9 +96,10 @@ def test_run_seeds_reuses_finished_runs_and_retrains_changed_ones(tmp_path):
     builders = {"tiny": lambda: models.gpt(**ddp_worker.SHAPE)}
 
     def go(lr=1e-2, fresh=False):
-        return run_seeds(builders, splits, TrainConfig(steps=4, lr=lr, eval_interval=2, checkpoint_interval=2),
-                         precision_for(torch.device("cpu")), seeds=[0, 1], batch_size=4, seq_len=16,
-                         eval_batches=2, progress=False, checkpoints=tmp_path, key={"study": "test"}, fresh=fresh)
+        return run_seeds(builders, lm_task(splits, batch_size=4, seq_len=16, eval_batches=2),
+                         TrainConfig(steps=4, lr=lr, eval_interval=2, checkpoint_interval=2),
+                         precision_for(torch.device("cpu")), seeds=[0, 1], progress=False, checkpoints=tmp_path,
+                         key={"study": "test"}, fresh=fresh)
 
     first = go()
     again = go()

@@ -132,6 +132,7 @@ def test_make_setup_builds_the_environment_and_says_which_torch_it_holds(tmp_pat
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(r"^torch 2\.\d+\.\d+\S*: (the CPU-only build|a CUDA \S+ build)", done.stdout, re.M), done.stdout
     assert "SetuptoolsDeprecationWarning" not in done.stdout + done.stderr
-    check = subprocess.run([str(book / ".venv" / "bin" / "python"), "-c", "import odebook, torch; print(odebook.__file__)"],
-                           cwd=tmp_path, capture_output=True, text=True)
+    python = book / ".venv" / "bin" / "python"
+    check = subprocess.run([str(python), "-c", "import odebook, torch; print(odebook.__file__)"], cwd=tmp_path,
+                           capture_output=True, text=True)
     assert check.stdout.strip() == str(book / "odebook" / "__init__.py"), check.stderr

@@ -273,8 +273,8 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
             print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
             params, overrides = checked[name]
             res = run_notebook(book, profile, name, params, overrides, kernel, fresh)
-            print(f"{'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s" + ("" if res.ok else f": {one_line(res.error)}"),
-                  flush=True)
+            reason = "" if res.ok else f": {one_line(res.error)}"
+            print(f"{'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s{reason}", flush=True)
             results.append(res)
     index = write_index(book, profile)
     failed = [r.name for r in results if not r.ok]

@@ -98,7 +98,8 @@ def test_papermill_reads_every_line_of_the_parameters_cell(name, caplog):
     (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     with caplog.at_level("WARNING", logger="papermill"):
         listed = [p.name for p in PythonTranslator.inspect(cell)]
-    assert sorted(listed) == sorted(STUDIES[name]().to_dict()) and not caplog.records, [r.message for r in caplog.records]
+    warnings = [r.message for r in caplog.records]
+    assert sorted(listed) == sorted(STUDIES[name]().to_dict()) and not warnings, warnings
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -88,3 +88,12 @@ def test_make_lab_passes_the_data_mirror_on_absolute_and_the_profile(tmp_path):
     bare = subprocess.run(make, cwd=tmp_path, capture_output=True, text=True, env={
         k: v for k, v in os.environ.items() if k not in ("ODEBOOK_DATA", "PROFILE")}).stdout
     assert "ODEBOOK_DATA" not in bare and "ODEBOOK_PROFILE=cpu" in textwrap.dedent(bare), bare
+
+
+def test_make_setup_offers_pytorchs_cpu_wheels_and_keeps_the_default_path(tmp_path):
+    make = ["make", "--no-print-directory", "-n", "-f", str(ROOT / "Makefile"), "setup"]
+    default = subprocess.run(make, cwd=tmp_path, capture_output=True, text=True).stdout
+    cpu = subprocess.run(make + ["TORCH_BUILD=cpu"], cwd=tmp_path, capture_output=True, text=True).stdout
+    assert '-m pip install  "torch==2.13.0"' in default and "--index-url" not in default
+    assert '-m pip install --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"' in cpu
+    assert "torch_build()" in default  # the last step says which build it got

@@ -134,5 +134,5 @@ def test_make_setup_builds_the_environment_and_says_which_torch_it_holds(tmp_pat
     assert "SetuptoolsDeprecationWarning" not in done.stdout + done.stderr
     python = book / ".venv" / "bin" / "python"
     check = subprocess.run([str(python), "-c", "import odebook, torch; print(odebook.__file__)"], cwd=tmp_path,
-                           capture_output=True, text=True)
+                           env=environment(How()), capture_output=True, text=True)
     assert check.stdout.strip() == str(book / "odebook" / "__init__.py"), check.stderr

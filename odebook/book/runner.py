@@ -306,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     args.root = args.root.resolve()  # paths the user typed, resolved once from where they typed them
     pin_data_dir()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")  # papermill's per-cell INFO lines stay off
+    logging.getLogger("traitlets").setLevel(logging.ERROR)  # nbconvert: "Alternative text is missing on N image(s)"
     try:
         if args.clean:
             print(f"deleted {clean(Book.at(args.root), args.profile)}")

@@ -71,8 +71,10 @@ def test_the_runner_from_a_shell_is_quiet_resolves_the_data_path_and_reports_sho
     assert len(progress) == 2, console  # one line per notebook: progress and result
     assert progress[0].startswith("[1/2] 90_ok") and " ok in " in progress[0], console
     assert progress[1].endswith("raised RuntimeError: boom on a second line"), console  # the reason, in one line
-    for noise in ("Executing Cell", "Ending Cell", "without encryption", "Unable to parse", "Input Notebook"):
+    for noise in ("Executing Cell", "Ending Cell", "without encryption", "Unable to parse", "Input Notebook",
+                  "Alternative text"):
         assert noise not in console, console
+    assert done.stderr == "", done.stderr
     out = tmp_path / "outputs" / "smoke" / "90_ok"
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["data"] == str(tmp_path / "data")  # resolved where it was typed, passed on absolute

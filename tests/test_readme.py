@@ -133,6 +133,8 @@ def test_make_setup_builds_the_environment_and_says_which_torch_it_holds(tmp_pat
     assert re.search(r"^torch 2\.\d+\.\d+\S*: (the CPU-only build|a CUDA \S+ build)", done.stdout, re.M), done.stdout
     assert "SetuptoolsDeprecationWarning" not in done.stdout + done.stderr
     python = book / ".venv" / "bin" / "python"
-    check = subprocess.run([str(python), "-c", "import odebook, torch; print(odebook.__file__)"], cwd=tmp_path,
+    elsewhere = tmp_path / "elsewhere"  # not beside the copy's folder, which `import odebook` would find first
+    elsewhere.mkdir()
+    check = subprocess.run([str(python), "-c", "import odebook, torch; print(odebook.__file__)"], cwd=elsewhere,
                            env=environment(How()), capture_output=True, text=True)
     assert check.stdout.strip() == str(book / "odebook" / "__init__.py"), check.stderr

@@ -2,10 +2,14 @@
 PYTHON      ?= python3
 VENV        ?= .venv
 PY          := $(VENV)/bin/python
-# torch is installed first and pinned, so pip never pulls a multi-GB CUDA build by accident.
-# Override for a GPU workstation, e.g. make setup TORCH_SPEC="torch==2.13.0" TORCH_PIP_ARGS="--index-url <your CUDA wheel index>"
+# torch is installed first and pinned (the version the committed reports ran with). From the package index that is
+# the build pip picks for the machine: on Linux the CUDA build (several GB of nvidia-* packages), which runs on a CPU
+# too. TORCH_BUILD=cpu takes PyTorch's CPU-only wheels instead (needs download.pytorch.org); any other wheel index:
+# make setup TORCH_PIP_ARGS="--index-url <your wheel index>".
 TORCH_SPEC  ?= torch==2.13.0
-TORCH_PIP_ARGS ?=
+TORCH_BUILD ?=
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_PIP_ARGS ?= $(if $(filter cpu,$(TORCH_BUILD)),--index-url $(TORCH_CPU_INDEX))
 PROFILE     ?= cpu
 NOTEBOOKS   ?=
 ODEBOOK_DATA ?=
@@ -16,15 +20,16 @@ LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
-	@echo "  variables: PROFILE=smoke|cpu|t4 (default cpu)  NOTEBOOKS=\"01_gradient_flow ...\"  ODEBOOK_DATA=<data mirror>  FRESH=1"
+	@echo "  variables: PROFILE=smoke|cpu|t4 (default cpu)  NOTEBOOKS=\"01_gradient_flow ...\"  ODEBOOK_DATA=<data mirror>  FRESH=1  TORCH_BUILD=cpu"
 
 # No kernel is registered for the user: the venv's own Jupyter (make lab, .venv/bin/papermill) runs the notebooks'
 # "python3" kernel with the venv's python, so two checkouts never run each other's code.
-setup:  ## create .venv (torch pinned first, then odebook[dev]); its Jupyter runs notebooks with its own python
+setup:  ## create .venv (torch pinned first, then odebook[dev]; TORCH_BUILD=cpu: PyTorch's CPU-only wheels) and say which torch build it holds
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
 	$(PY) -m pip install -e ".[dev]"
+	@$(PY) -c 'from odebook.training.runtime import torch_build; print(torch_build())'
 
 # The runner exits 2 when a parameter file, the profile or a notebook name is wrong (nothing ran) and 1 when a
 # notebook failed; make itself always exits 2 on an error, so the recipe says which it was (make's "Error N" too).
@@ -40,8 +45,10 @@ reports:  ## refresh the committed reference reports: run-all PROFILE=cpu FRESH=
 check-reports:  ## say which committed reports (reports/<PROFILE>) no longer match the code; never fails for it
 	$(PY) -m odebook.book.reports check --profile "$(PROFILE)"
 
-lab:  ## JupyterLab on notebooks/ with the venv's python3 kernel and the runner's CPU allocator settings
+# ODEBOOK_DATA is made absolute here, from the folder make was run in: the kernels run in notebooks/.
+lab:  ## JupyterLab on notebooks/ ("Run all" uses params/<PROFILE>; ODEBOOK_DATA passed on), the venv's python3 kernel
 	env $$($(PY) -c 'from odebook.training.runtime import ALLOCATOR_ENV as e; print(" ".join(f"{k}={v}" for k, v in e.items()))') \
+		ODEBOOK_PROFILE=$(PROFILE) $(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(abspath $(ODEBOOK_DATA))) \
 		$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks
 
 test:  ## the fast suite: unit tests, references, causality, parameters, pairing (no notebook executions)

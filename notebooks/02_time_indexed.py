@@ -50,7 +50,10 @@
 # %% tags=["colab"]
 # Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
 # elsewhere (Colab) it installs odebook from ODEBOOK_SOURCE, the repository and branch this notebook comes from
-# (set the environment variable ODEBOOK_SOURCE, e.g. with %env, to install a fork or a local copy instead).
+# (set the environment variable ODEBOOK_SOURCE, e.g. with %env, to install a fork or a local copy instead), then
+# only the dependencies this Python lacks: Colab's own packages stay as Colab pinned them. To run a profile's
+# parameters (smoke, cpu) instead of the t4 values below, set ODEBOOK_PROFILE in a cell above this one, e.g. by
+# the magic "%env ODEBOOK_PROFILE=cpu" (the README says how profiles work).
 import importlib.util
 import os
 import subprocess
@@ -61,13 +64,17 @@ ODEBOOK_SOURCE = os.environ.get("ODEBOOK_SOURCE", "git+https://github.com/odeboo
 if (Path.cwd().parent / "odebook" / "__init__.py").is_file():
     sys.path.insert(0, str(Path.cwd().parent))
 elif importlib.util.find_spec("odebook") is None:
-    print(f"odebook is not installed: pip install {ODEBOOK_SOURCE}", flush=True)
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", ODEBOOK_SOURCE], capture_output=True, text=True)
+    print(f"odebook is not installed: pip install --no-deps {ODEBOOK_SOURCE}", flush=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", ODEBOOK_SOURCE], capture_output=True,
+                         text=True)
     if pip.returncode != 0:
         raise RuntimeError(f"pip could not install odebook from {ODEBOOK_SOURCE}:\n{pip.stdout[-2000:]}"
                            f"{pip.stderr[-4000:]}\nUpload the repository (this notebook in its notebooks/ folder) or "
                            "set ODEBOOK_SOURCE to an address pip can install, then run this cell again.")
     importlib.invalidate_caches()
+    from odebook.book.colab import install_missing
+
+    install_missing()
 
 # %% tags=["parameters"]
 # The source's configuration (the t4 profile). params/<profile>/02_time_indexed.yaml overrides these.
@@ -77,7 +84,7 @@ device = "auto"
 output_dir = ""
 models = ["standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_mlp_constant", "ti_mlp_dt", "ode_shared"]
 corpus = "wikitext2"
-train_file = ""  # corpus = "files": your own text (absolute paths; see the README)
+train_file = ""  # your own text, with corpus "files" (absolute paths; see the README)
 valid_file = ""
 test_file = ""
 text_file = ""  # ... or one file, cut by split_fractions

@@ -12,22 +12,38 @@ from typing import Any
 import numpy as np
 import torch
 
+from odebook.book.profile import apply_profile
 from odebook.params import Params
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.study.stats import Verdict
 
-__all__ = ["start", "output_dir", "checkpointing", "batch_shape", "run_options", "tensorboard_dir", "save_figure", "save_table",
-           "save_results", "show_verdicts", "repo_root", "to_jsonable"]
+__all__ = ["start", "inline_figures", "output_dir", "checkpointing", "batch_shape", "run_options", "tensorboard_dir",
+           "save_figure", "save_table", "save_results", "show_verdicts", "repo_root", "to_jsonable"]
 
 
 def start(schema: type[Params], namespace: Mapping[str, Any]) -> tuple[Params, Path, Precision]:
-    """Every notebook's prologue: validate the parameters cell's values (``globals()``) against ``schema``, make the
-    output folder, choose the precision policy for the device. Prints where outputs go and the policy."""
+    """Every notebook's prologue: figures inline, ``$ODEBOOK_PROFILE`` applied (odebook.book.profile), the parameters
+    cell's values (``globals()``) validated against ``schema``, the output folder made, the precision policy chosen
+    for the device. Prints the profile applied, where outputs go and the policy."""
+    inline_figures()
+    applied = apply_profile(schema, namespace, repo_root())
     params = schema.from_namespace(namespace)
     out = output_dir(params)
     precision = precision_for(resolve_device(params.device))
-    print(f"precision: {precision}\noutputs: {out}")
+    print(f"{applied}\n" * bool(applied) + f"precision: {precision}\noutputs: {out}")
     return params, out, precision
+
+
+def inline_figures() -> None:
+    """Show figures inline in a notebook's kernel whatever ``$MPLBACKEND`` says: a non-interactive backend (Agg,
+    which CI exports) would leave every executed report without its figures. Outside a kernel, nothing changes."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and getattr(shell, "kernel", None) is not None:
+        shell.run_line_magic("matplotlib", "inline")
 
 
 def repo_root() -> Path | None:

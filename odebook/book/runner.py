@@ -32,6 +32,8 @@ from pathlib import Path
 
 from odebook.book import index
 from odebook.book import reports
+from odebook.book.profile import PROFILE_ENV
+from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, validate_values
 from odebook.training.runtime import ALLOCATOR_ENV, device_name, resolve_device
 
@@ -112,16 +114,18 @@ def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Para
 def _kernel_for_this_python():
     """A temporary kernelspec that runs this very interpreter, found first on JUPYTER_PATH, so the book always
     executes in the environment the runner was started from (not whatever 'python3' kernel is registered). The
-    kernels also get the allocator settings of ALLOCATOR_ENV unless the caller set them."""
+    kernels also get the allocator settings of ALLOCATOR_ENV unless the caller set them, log only errors (no
+    start-up warnings on the console), and never see $ODEBOOK_PROFILE: the runner's profile is the only one."""
     with tempfile.TemporaryDirectory() as tmp:
         spec = Path(tmp) / "kernels" / KERNEL_NAME
         spec.mkdir(parents=True)
         (spec / "kernel.json").write_text(json.dumps({
-            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--log-level=ERROR"],
             "display_name": "odebook (runner)", "language": "python"}))
         env = {k: v for k, v in ALLOCATOR_ENV.items() if k not in os.environ}
         env["JUPYTER_PATH"] = tmp + os.pathsep + os.environ.get("JUPYTER_PATH", "")
         with mock.patch.dict(os.environ, env):
+            os.environ.pop(PROFILE_ENV, None)
             yield KERNEL_NAME
 
 
@@ -218,7 +222,7 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
         papermill.execute_notebook(nb, str(ipynb),
                                    parameters={"checkpoint_dir": str(checkpoints.resolve()), **overrides,
                                                "output_dir": str(stage.resolve()), **({"fresh": True} if fresh else {})},
-                                   kernel_name=kernel, language="python", cwd=str(book.notebooks), log_output=True,
+                                   kernel_name=kernel, language="python", cwd=str(book.notebooks), log_output=False,
                                    progress_bar=False)
     except papermill.PapermillExecutionError as err:  # a cell raised: record which and what, go on
         error = f"cell [{err.exec_count}] raised {err.ename}: {err.evalue}"
@@ -266,17 +270,22 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
     results = []
     with _kernel_for_this_python() as kernel:
         for i, name in enumerate(names, 1):
-            print(f"[{i}/{len(names)}] {name} (profile {profile}) …", flush=True)
+            print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
             params, overrides = checked[name]
             res = run_notebook(book, profile, name, params, overrides, kernel, fresh)
-            print(f"[{i}/{len(names)}] {name}: {'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s"
-                  + (f" — {res.error.splitlines()[0] if res.error else ''}" if not res.ok else ""), flush=True)
+            reason = "" if res.ok else f": {one_line(res.error)}"
+            print(f"{'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s{reason}", flush=True)
             results.append(res)
     index = write_index(book, profile)
     failed = [r.name for r in results if not r.ok]
     print(f"index: {index}\n{len(results) - len(failed)} ok, {len(failed)} failed"
           + (f": {', '.join(failed)}" if failed else ""), flush=True)
     return results
+
+
+def one_line(text: str) -> str:
+    """A (multi-line) error as one console line: its lines joined, runs of white space made one."""
+    return " ".join(text.split())
 
 
 def clean(book: Book, profile: str) -> Path:
@@ -294,8 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clean", action="store_true", help="delete outputs/<profile> instead of running")
     parser.add_argument("--fresh", action="store_true", help="ignore stored checkpoints: train every run afresh")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    logging.getLogger("papermill").setLevel(logging.INFO)
+    args.root = args.root.resolve()  # paths the user typed, resolved once from where they typed them
+    pin_data_dir()
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")  # papermill's per-cell INFO lines stay off
+    logging.getLogger("traitlets").setLevel(logging.ERROR)  # nbconvert: "Alternative text is missing on N image(s)"
     try:
         if args.clean:
             print(f"deleted {clean(Book.at(args.root), args.profile)}")

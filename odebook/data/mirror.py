@@ -12,8 +12,8 @@ from unittest import mock
 
 from odebook.data.core import DataError
 
-__all__ = ["DATA_ENV", "DataError", "MIRROR_FILES", "TIKTOKEN_DIR", "HOW_TO_PROVIDE", "mirror_dir", "check_data",
-           "gpt2_from_mirror"]
+__all__ = ["DATA_ENV", "DataError", "MIRROR_FILES", "TIKTOKEN_DIR", "HOW_TO_PROVIDE", "mirror_dir", "pin_data_dir",
+           "check_data", "gpt2_from_mirror"]
 
 DATA_ENV = "ODEBOOK_DATA"
 
@@ -26,13 +26,23 @@ TIKTOKEN_DIR = "tiktoken"
 
 HOW_TO_PROVIDE = (f"Either connect to the internet (data come from the Hugging Face hub), or set {DATA_ENV} to a "
                   "local mirror laid out like ../shared/data (see its README), e.g. "
-                  f"{DATA_ENV}=../shared/data make run-all")
+                  f"make run-all {DATA_ENV}=../shared/data (a relative path is read from the folder you type it in)")
 
 
 def mirror_dir() -> Path | None:
     """The local mirror named by ``$ODEBOOK_DATA``, or None when it is unset."""
     value = os.environ.get(DATA_ENV)
     return Path(value).expanduser().resolve() if value else None
+
+
+def pin_data_dir() -> Path | None:
+    """Resolve ``$ODEBOOK_DATA`` once, from the folder the user typed it in (this process's working folder), and
+    export it as an absolute path, so that every process started from here reads the same folder — the notebooks'
+    kernels run in notebooks/. Entry points call it first (the runner; ``make lab`` does the same in make)."""
+    root = mirror_dir()
+    if root is not None:
+        os.environ[DATA_ENV] = str(root)
+    return root
 
 
 def check_data(corpus: str, tokenizer: str) -> None:

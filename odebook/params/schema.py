@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-__all__ = ["ParamError", "Params", "spec", "INT_LIMIT", "load_yaml", "injected_names"]
+__all__ = ["ParamError", "Params", "spec", "INT_LIMIT", "load_yaml", "yaml_mapping", "injected_names"]
 
 INT_LIMIT = 2**32 - 1  # every integer parameter stays within numpy's seed range (seeds are the largest integers)
 
@@ -247,16 +247,21 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ParamError(f"{path}: parameter file not found")
+    return yaml_mapping(path.read_bytes(), source=str(path))
+
+
+def yaml_mapping(data: bytes, *, source: str) -> dict[str, Any]:
+    """A parameter file's bytes as a mapping (see ``load_yaml``); ``source`` names the file or address in errors."""
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
+        mapping = yaml.load(data.decode("utf-8"), Loader=_StrictLoader)
     except UnicodeDecodeError as err:
-        raise ParamError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+        raise ParamError(f"{source}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ParamError(f"{path}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
-    if data is None:
+        raise ParamError(f"{source}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
+    if mapping is None:
         return {}
-    if not isinstance(data, dict):
-        raise ParamError(f"{path}: must be a mapping of parameter names to values, got {type(data).__name__}")
-    return data
+    if not isinstance(mapping, dict):
+        raise ParamError(f"{source}: must be a mapping of parameter names to values, got {type(mapping).__name__}")
+    return mapping

@@ -1,6 +1,7 @@
 """Scoring of the retrieval task (odebook.data.tasks) under ablations, the rows studies 03 and 04 both report, and their
 summaries: per example, the hit of the model's top-1 answer and of each shortcut; then accuracy with chance and the
-best shortcut beside it — with an example-level Wilson interval (one run) and a Student-t interval across seeds.
+best shortcut beside it — with an example-level Wilson interval (one run) and a Student-t interval across seeds
+cut to [0, 1].
 
 Distances are binned relative to a local window w: 'inside' (≤ w tokens from the fact to the question), 'just beyond'
 (w < d ≤ 2w), 'far beyond' (> 2w).
@@ -13,12 +14,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import torch
-from scipy import stats as sps
 
 from odebook.data import tasks
 from odebook.data.corpus import Tokenizer
 from odebook.nn.gdn import Ablation
-from odebook.study.stats import mean_ci
+from odebook.study.stats import bounded_mean_ci, proportion_ci
 
 __all__ = ["ABLATIONS", "distance_bin", "BINS", "SHORTCUTS", "score_rows", "best_shortcut", "summary", "across_seeds",
            "per_seed"]
@@ -75,7 +75,7 @@ def summary(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
     shortcut_cols = list(SHORTCUTS)
     g = rows.groupby(list(by), sort=False)
     out = g.agg(acc=("hit", "mean"), n=("hit", "size"), hits=("hit", "sum"), **{c: (c, "mean") for c in shortcut_cols})
-    ci = [sps.binomtest(int(h), int(n)).proportion_ci(method="wilson") for h, n in zip(out.hits, out.n)]
+    ci = [proportion_ci(int(h), int(n)) for h, n in zip(out.hits, out.n)]
     out["example lo"], out["example hi"] = [c.low for c in ci], [c.high for c in ci]
     out["chance"] = tasks.CHANCE
     out["best shortcut"] = out[shortcut_cols].max(axis=1)
@@ -83,11 +83,11 @@ def summary(rows: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
 
 def across_seeds(rows: pd.DataFrame, by: Sequence[str], seed: str = "seed") -> pd.DataFrame:
-    """Per group of ``by``: mean accuracy over seeds with its Student-t 95 % interval across seeds (the interval the
-    verdicts use), the number of seeds, chance and the best shortcut."""
+    """Per group of ``by``: mean accuracy over seeds with its Student-t 95 % interval across seeds, cut to [0, 1]
+    (``stats.bounded_mean_ci``), the number of seeds, chance and the best shortcut."""
     out = []
     for key, grp in rows.groupby(list(by), sort=False):
-        ci = mean_ci(grp.groupby(seed).hit.mean().tolist())
+        ci = bounded_mean_ci(grp.groupby(seed).hit.mean().tolist())
         out.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "acc": ci.mean, "seed lo": ci.low,
                     "seed hi": ci.high, "seeds": ci.n, "chance": tasks.CHANCE, "best shortcut": best_shortcut(grp)})
     return pd.DataFrame(out).set_index(list(by))

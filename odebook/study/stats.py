@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["Interval", "mean_ci", "OUTCOMES", "NEEDS", "outcome_word", "decide", "Verdict", "Comparison", "welch",
-           "lower_is_held", "claim_lower", "all_of", "paired_difference", "PowerLaw", "power_law_fit", "PairedTest",
-           "paired_test", "holm", "paired_outcome", "holm_verdicts"]
+__all__ = ["Interval", "mean_ci", "bounded_mean_ci", "proportion_ci", "OUTCOMES", "NEEDS", "outcome_word", "decide",
+           "Verdict", "Comparison", "welch", "lower_is_held", "claim_lower", "all_of", "paired_difference", "PowerLaw",
+           "power_law_fit", "PairedTest", "paired_test", "holm", "paired_outcome", "holm_verdicts"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,30 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> Interval:
         return Interval(mean, math.nan, math.nan, n)
     half = float(stats.t.ppf(0.5 + level / 2, df=n - 1) * x.std(ddof=1) / math.sqrt(n))
     return Interval(mean, mean - half, mean + half, n)
+
+
+def bounded_mean_ci(values: Sequence[float], *, low: float = 0.0, high: float = 1.0, level: float = 0.95) -> Interval:
+    """Mean of values that lie in [low, high] (an accuracy per seed, a proportion) with the Student-t interval of
+    ``mean_ci`` cut to that range: the mean lies in the range, so the cut keeps the interval's coverage and drops
+    only values it cannot take ([−0.62, 1.65] over three accuracies reads [0, 1]: three seeds pin down nothing).
+    A logit transform cannot take a seed at 0 or 1, common where seeds learn or do not, and a bootstrap over three
+    seeds gives little more than their range."""
+    x = np.asarray(values, dtype=float)
+    if len(x) and (x.min() < low or x.max() > high):
+        raise ValueError(f"bounded_mean_ci: values must lie in [{low}, {high}], got {x.min():.4g} to {x.max():.4g}")
+    ci = mean_ci(x, level)
+    if ci.n < 2:
+        return ci
+    return Interval(ci.mean, max(ci.low, low), min(ci.high, high), ci.n)
+
+
+def proportion_ci(successes: int, n: int, *, level: float = 0.95, method: str = "wilson") -> Interval:
+    """A proportion ``successes / n`` with its Wilson interval, or Clopper–Pearson's exact one (``method="exact"``),
+    which lie in [0, 1] by construction (scipy.stats.binomtest)."""
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"proportion_ci: need 0 <= successes <= n and n >= 1, got {successes} of {n}")
+    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method=method)
+    return Interval(successes / n, float(ci.low), float(ci.high), n)
 
 
 OUTCOMES = ("held", "not held", "equivalent", "not testable at this scale", "inconclusive", "descriptive", "not run")

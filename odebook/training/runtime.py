@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 __all__ = ["Precision", "resolve_device", "precision_for", "seed_everything", "synchronize", "device_name",
-           "ALLOCATOR_ENV"]
+           "torch_build", "ALLOCATOR_ENV"]
 
 # glibc serves large allocations (a 2048 × 50,304 fp32 logit matrix is 412 MB) with fresh mmap'd pages and returns
 # them on free, so every training step page-faults its big tensors in again. Keeping freed memory in the heap makes
@@ -91,3 +91,12 @@ def device_name(device: torch.device) -> str:
         return f"cuda ({torch.cuda.get_device_name(device)})"
     cpu = platform.processor() or platform.machine()
     return f"cpu ({cpu}, {os.cpu_count()} cores, torch {torch.get_num_threads()} threads)"
+
+
+def torch_build() -> str:
+    """Which torch build is installed, in one line (``make setup`` prints it): the CPU-only wheels or a CUDA build,
+    which also runs on a CPU but brings several GB of nvidia-* packages."""
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__}: the CPU-only build"
+    return (f"torch {torch.__version__}: a CUDA {torch.version.cuda} build (it runs on a CPU too; for the CPU-only "
+            "wheels: make setup TORCH_BUILD=cpu)")

@@ -51,10 +51,13 @@ def _cell_then(code: str) -> str:
     return colab.CELL + "\n" + code
 
 
-def _fresh_venv(path: Path) -> Path:
+def _fresh_venv(path: Path, with_dependencies: bool = False) -> Path:
     """A virtual environment of the interpreter behind this one, with pip and nothing of odebook's. Offline pip
-    cannot fetch a build backend, so it gets this environment's setuptools (the one pyproject.toml asks for)."""
+    cannot fetch a build backend, so it gets this environment's setuptools (the one pyproject.toml asks for).
+    ``with_dependencies``: this environment's packages are importable too (a .pth file), as Colab's own are, but
+    not odebook (an editable install is found only through its own .pth file, which is not read there)."""
     import setuptools
+    import sysconfig
 
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(path)], check=True, capture_output=True)
@@ -73,6 +76,8 @@ def _fresh_venv(path: Path) -> Path:
             shutil.copytree(here / name, site / name, ignore=shutil.ignore_patterns("__pycache__"))
         elif (here / name).is_file():
             shutil.copy(here / name, site / name)
+    if with_dependencies:
+        (site / "colab-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
 
 
@@ -100,7 +105,7 @@ def _run_cell(python: Path, cwd: Path, source: str, code: str, **env) -> subproc
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 @pytest.mark.slow
 def test_the_first_cell_installs_odebook_from_a_git_url_into_a_fresh_environment(tmp_path):
-    python = _fresh_venv(tmp_path / "venv")
+    python = _fresh_venv(tmp_path / "venv", with_dependencies=True)
     (tmp_path / "repo").mkdir()
     repo = _source_repo(tmp_path / "repo")
     elsewhere = tmp_path / "content"  # like Colab's /content: no checkout one folder up
@@ -111,7 +116,8 @@ def test_the_first_cell_installs_odebook_from_a_git_url_into_a_fresh_environment
     assert missing.returncode != 0, "the fresh environment already sees odebook"
     done = _run_cell(python, elsewhere, f"git+file://{repo}", check)
     assert done.returncode == 0, done.stderr
-    assert f"odebook is not installed: pip install git+file://{repo}" in done.stdout
+    assert f"odebook is not installed: pip install --no-deps git+file://{repo}" in done.stdout
+    assert "odebook's dependencies are all installed already" in done.stdout  # nothing reinstalled over them
     assert f"imported {tmp_path / 'venv'}" in done.stdout and colab.SOURCE in done.stdout
     again = _run_cell(python, elsewhere, f"git+file://{repo}", check)  # installed now: no second install
     assert "not installed" not in again.stdout and "imported" in again.stdout
@@ -124,6 +130,23 @@ def test_an_install_that_fails_says_why_and_what_to_do(tmp_path):
     assert done.returncode != 0
     assert f"RuntimeError: pip could not install odebook from git+file://{tmp_path}/no-such-repo" in done.stderr
     assert "no-such-repo" in done.stderr.split("RuntimeError")[1] and "ODEBOOK_SOURCE" in done.stderr
+
+
+def test_only_what_is_missing_is_installed_and_never_the_jupyter_tooling():
+    requires = ["torch>=2.7", "numpy", "scipy>=1.10", "papermill>=2.5", "jupyterlab>=4.0", "fla-core>=0.6",
+                'pytest>=7.4; extra == "dev"']
+    have = {"torch": "2.9.0+cu126", "numpy": "2.0.2", "scipy": "1.9.3"}.get
+    assert colab.missing_requirements(requires, have) == ["scipy>=1.10", "fla-core>=0.6"]
+    assert set(colab.TOOLING) == {"jupyterlab", "ipykernel", "papermill", "jupytext", "nbformat", "nbconvert"}
+
+
+def test_pips_conflict_report_is_found_although_pip_exits_0():
+    stderr = ("ERROR: pip's dependency resolver does not currently take into account all the packages that are "
+              "installed. This behaviour is the source of the following dependency conflicts.\n"
+              "google-colab 1.0.0 requires pandas==2.2.2, but you have pandas 2.3.1 which is incompatible.\n")
+    assert colab.pip_conflicts(stderr) == ["google-colab 1.0.0 requires pandas==2.2.2, but you have pandas 2.3.1 "
+                                           "which is incompatible."]
+    assert colab.pip_conflicts("Successfully installed torchdiffeq-0.2.5\n") == []
 
 
 # -- two checkouts: each notebook runs its own checkout's code -----------------------------------------------------

@@ -90,14 +90,29 @@ def test_parameters_cell_holds_the_schema_defaults(name):
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
+def test_papermill_reads_every_line_of_the_parameters_cell(name, caplog):
+    """``papermill --help-notebook`` lists every parameter (a line it cannot parse is left out, with a warning)."""
+    from papermill.translators import PythonTranslator
+
+    nb = jupytext.read(BOOK.notebooks / f"{name}.py")
+    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    with caplog.at_level("WARNING", logger="papermill"):
+        listed = [p.name for p in PythonTranslator.inspect(cell)]
+    warnings = [r.message for r in caplog.records]
+    assert sorted(listed) == sorted(STUDIES[name]().to_dict()) and not warnings, warnings
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "t4"])
 def test_every_profile_has_a_parameter_file(name, profile):
     assert (BOOK.params / profile / f"{name}.yaml").is_file()
 
 
 @pytest.mark.slow
-def test_every_notebook_runs_with_the_smoke_profile(tmp_path):
-    """The same runner as make run-all, writing to a temporary outputs folder."""
+def test_every_notebook_runs_with_the_smoke_profile(tmp_path, monkeypatch):
+    """The same runner as make run-all, writing to a temporary outputs folder, with MPLBACKEND=Agg exported (as CI
+    does): every figure a notebook saves is shown inline in its report."""
+    monkeypatch.setenv("MPLBACKEND", "Agg")
     book = runner.Book(BOOK.notebooks, BOOK.params, tmp_path)
     results = runner.run_book(book, "smoke")
     assert [r.name for r in results] == NOTEBOOKS
@@ -106,8 +121,10 @@ def test_every_notebook_runs_with_the_smoke_profile(tmp_path):
         out = tmp_path / "smoke" / name
         results_json = json.loads((out / "results.json").read_text())
         assert results_json["headline"], f"{name} wrote no headline numbers"
-        assert list((out / "figures").glob("*.png")), f"{name} saved no figure"
-        assert (out / f"{name}.html").stat().st_size > 10_000
+        figures = list((out / "figures").glob("*.png"))
+        assert figures, f"{name} saved no figure"
+        images = (out / f"{name}.html").read_text(encoding="utf-8").count("<img ")
+        assert images == len(figures), f"{name}: {images} images inline, {len(figures)} figures saved"
     assert (tmp_path / "smoke" / "index.html").is_file()
 
 

@@ -101,3 +101,11 @@ def test_across_seeds_gives_a_seed_interval():
     out = retrieval.across_seeds(rows, ["g"])
     assert out.loc["a", "acc"] == pytest.approx(0.5) and out.loc["a", "seeds"] == 3
     assert out.loc["a", "seed lo"] < 0.5 < out.loc["a", "seed hi"]
+
+
+def test_the_interval_across_seeds_stays_within_zero_one():
+    """Three seeds at accuracies 0, 0.5, 1 (04 printed [-0.616, 1.650] for such seeds): the interval reads [0, 1]."""
+    rows = pd.DataFrame({"seed": [0, 0, 1, 1, 2, 2], "hit": [0, 0, 1, 0, 1, 1], "g": "a",
+                         **{c: 0.25 for c in retrieval.SHORTCUTS}})
+    out = retrieval.across_seeds(rows, ["g"])
+    assert (out.loc["a", "seed lo"], out.loc["a", "seed hi"]) == (0.0, 1.0)

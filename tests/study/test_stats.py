@@ -2,6 +2,7 @@ import math
 
 import pytest
 
+from odebook.study import stats
 from odebook.study.stats import (Interval, Verdict, all_of, claim_lower, decide, lower_is_held, mean_ci, outcome_word,
                                  welch)
 
@@ -171,3 +172,38 @@ def test_the_evidence_of_a_test_without_variation_says_why_there_is_no_p_value()
     assert "nan" not in verdict.evidence and "equal in all 3 seeds" in verdict.evidence
     varied = holm_verdicts({"binds": [paired_test([1.0, 0.9, 0.95], [0.38, 0.4, 0.36], claim="above")]}, alpha=0.05)
     assert "paired t = " in varied[0].evidence and "Holm p = " in varied[0].evidence
+
+
+def test_a_bounded_mean_keeps_its_interval_inside_the_range():
+    """Three accuracies 0, 0.5, 1: the t-interval is [-0.74, 1.74]; cut to [0, 1] (its coverage is unchanged: the
+    mean lies in the range). Inside the range the interval is mean_ci's own."""
+    wide = stats.bounded_mean_ci([0.0, 0.5, 1.0])
+    assert (wide.mean, wide.low, wide.high, wide.n) == (0.5, 0.0, 1.0, 3)
+    assert stats.mean_ci([0.0, 0.5, 1.0]).low < 0
+    narrow, t = stats.bounded_mean_ci([0.4, 0.5, 0.6]), stats.mean_ci([0.4, 0.5, 0.6])
+    assert (narrow.low, narrow.high) == (t.low, t.high)
+    ppl = stats.bounded_mean_ci([1.0, 1.1, 9.0], low=1.0, high=math.inf)
+    assert ppl.low == 1.0 and ppl.high > 9
+    with pytest.raises(ValueError, match=r"must lie in \[0.0, 1.0\]"):
+        stats.bounded_mean_ci([0.5, 1.5])
+
+
+@pytest.mark.parametrize("method", ["wilson", "exact"])
+def test_a_proportion_interval_lies_in_zero_one_and_matches_the_references(method):
+    """Wilson's and Clopper–Pearson's intervals against values computed by hand (Wilson: the closed form; exact: the
+    beta quantiles), to 1e-12."""
+    for k, n in ((0, 10), (3, 10), (10, 10), (1, 3)):
+        ci = stats.proportion_ci(k, n, method=method)
+        if method == "wilson":
+            z, ph = 1.959963984540054, k / n
+            centre, half = (ph + z * z / (2 * n)) / (1 + z * z / n), z / (1 + z * z / n) * math.sqrt(
+                ph * (1 - ph) / n + z * z / (4 * n * n))
+            want = (centre - half, centre + half)
+        else:
+            from scipy.stats import beta
+            want = (beta.ppf(0.025, k, n - k + 1) if k else 0.0, beta.ppf(0.975, k + 1, n - k) if k < n else 1.0)
+        assert 0.0 <= ci.low <= ci.mean <= ci.high <= 1.0 and ci.mean == k / n
+        assert ci.low == pytest.approx(max(want[0], 0.0), abs=1e-12)
+        assert ci.high == pytest.approx(min(want[1], 1.0), abs=1e-12)
+    with pytest.raises(ValueError, match="successes"):
+        stats.proportion_ci(4, 3)

@@ -1,0 +1,71 @@
+"""A profile inside JupyterLab and Colab: with ``ODEBOOK_PROFILE=cpu`` a notebook's "Run all" uses
+params/cpu/<notebook>.yaml, as ``make run-all PROFILE=cpu`` does.
+
+A notebook's parameters cell holds the t4 values (the sources' scale, for Colab's GPU). When ``$ODEBOOK_PROFILE``
+names a profile, ``notebook.start`` replaces each value that is still the parameters cell's own by the profile
+file's; a value changed in the cell, or injected by papermill (``-p``), is kept, and the notebook prints which.
+The file comes from the checkout's params/ folder, or outside a checkout (Colab's pip install) from the repository
+(``odebook.book.colab.PARAMS_URL``). The runner clears the variable for its kernels: its own profile arrives through
+papermill.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import urllib.request
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+from typing import Any
+
+from odebook.book import colab
+from odebook.params import ParamError, Params, injected_names
+from odebook.params.schema import load_yaml, yaml_mapping
+
+__all__ = ["PROFILE_ENV", "apply_profile", "profile_values"]
+
+PROFILE_ENV = "ODEBOOK_PROFILE"
+
+
+def profile_values(profile: str, study: str, root: Path | None) -> tuple[str, dict[str, Any]]:
+    """(where it was read, its values) of params/<profile>/<study>.yaml: in the checkout at ``root``, else from the
+    repository's address (colab.PARAMS_URL)."""
+    if root is not None:
+        params = root / "params"
+        if not profile or not (params / profile).is_dir():  # a folder name, as the runner requires
+            known = sorted(p.name for p in params.iterdir() if p.is_dir()) if params.is_dir() else []
+            raise ParamError(f"{PROFILE_ENV}={profile!r}: not a folder of {params}; known profiles: {', '.join(known)}")
+        path = params / profile / f"{study}.yaml"
+        return str(path), load_yaml(path)
+    url = f"{colab.PARAMS_URL}/{profile}/{study}.yaml"
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            data = response.read()
+    except OSError as err:
+        raise ParamError(f"{PROFILE_ENV}={profile!r}: could not read {url} ({err}); unset {PROFILE_ENV} to run the "
+                         "parameters cell's values, or open the notebook from a checkout") from None
+    return url, yaml_mapping(data, source=url)
+
+
+def _cell_values(schema: type[Params]) -> dict[str, Any]:
+    """The parameters cell's values: the schema's defaults (tests/book/test_notebooks.py holds the two equal)."""
+    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            for f in dataclasses.fields(schema)}
+
+
+def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Mapping[str, Any],
+                  root: Path | None) -> str:
+    """Apply ``$ODEBOOK_PROFILE``'s file to a notebook's globals (``namespace``) where they still hold the parameters
+    cell's values; return a line saying what was applied and kept ("" when the variable is unset). The file is
+    validated on its own first, so a wrong value names the file."""
+    profile = os.environ.get(PROFILE_ENV, "").strip()
+    if not profile:
+        return ""
+    source, values = profile_values(profile, schema.study, root)
+    checked = schema.from_mapping(values, source=source)
+    cell, injected = _cell_values(schema), injected_names(namespace.get("In", ()))
+    kept = sorted(k for k in values if k in injected or (k in namespace and namespace[k] != cell[k]))
+    applied = {k: getattr(checked, k) for k in values if k not in kept}
+    namespace.update(applied)  # type: ignore[union-attr]  # a notebook's globals()
+    return (f"profile {profile} ({source}): {len(applied)} values applied"
+            + (f"; kept your own {', '.join(kept)}" if kept else ""))

@@ -31,19 +31,27 @@ setup:  ## create .venv (torch pinned first, then odebook[dev]; TORCH_BUILD=cpu:
 	$(PY) -m pip install -e ".[dev]"
 	@$(PY) -c 'from odebook.training.runtime import torch_build; print(torch_build())'
 
-# The runner exits 2 when a parameter file, the profile or a notebook name is wrong (nothing ran) and 1 when a
-# notebook failed; make itself always exits 2 on an error, so the recipe says which it was (make's "Error N" too).
+# PROFILE, NOTEBOOKS and ODEBOOK_DATA reach the runner as data: their raw text (make functions in them are not
+# expanded) is exported as ODEBOOK_* variables and passed as one quoted argument each, never pasted into the shell;
+# a name that starts with '-' is a name (refused as unknown). The runner exits 2 when a parameter file, the profile or
+# a notebook name is wrong or the notebook is already running (nothing ran), 1 when a notebook failed, 130 when
+# interrupted; make itself always exits 2 on an error, so the recipe says which it was (make's "Error N" too).
+export ODEBOOK_PROFILE   := $(value PROFILE)
+export ODEBOOK_NOTEBOOKS := $(value NOTEBOOKS)
+export ODEBOOK_DATA_ARG  := $(value ODEBOOK_DATA)
+unexport PROFILE NOTEBOOKS
+RUNNER = $(if $(ODEBOOK_DATA_ARG),ODEBOOK_DATA="$$ODEBOOK_DATA_ARG") "$(PY)" -m odebook.book.runner --profile="$$ODEBOOK_PROFILE"
 run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradient_flow ..."] [FRESH=1: ignore checkpoints]
-	@$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m odebook.book.runner --profile "$(PROFILE)" $(if $(FRESH),--fresh) $(NOTEBOOKS) || \
-	{ s=$$?; case $$s in 2) echo "run-all: invalid parameters, profile or notebook name: nothing ran (exit 2)" >&2;; \
-	  1) echo "run-all: a notebook failed; see outputs/$(PROFILE)/index.html (exit 1)" >&2;; esac; exit $$s; }
+	@$(RUNNER) $(if $(FRESH),--fresh) --notebooks="$$ODEBOOK_NOTEBOOKS" || \
+	{ s=$$?; case $$s in 2) echo "run-all: invalid parameters, profile or notebook name: nothing ran (exit 2; or already running, as said above)" >&2;; \
+	  1) echo "run-all: a notebook failed; see outputs/$$ODEBOOK_PROFILE/index.html (exit 1)" >&2;; esac; exit $$s; }
 
 reports:  ## refresh the committed reference reports: run-all PROFILE=cpu FRESH=1, copy to reports/cpu, README table
 	$(MAKE) run-all PROFILE=cpu FRESH=1
 	$(PY) -m odebook.book.reports publish --profile cpu
 
 check-reports:  ## say which committed reports (reports/<PROFILE>) no longer match the code; never fails for it
-	$(PY) -m odebook.book.reports check --profile "$(PROFILE)"
+	"$(PY)" -m odebook.book.reports check --profile="$$ODEBOOK_PROFILE"
 
 # ODEBOOK_DATA is made absolute here, from the folder make was run in: the kernels run in notebooks/.
 lab:  ## JupyterLab on notebooks/ ("Run all" uses params/<PROFILE>; ODEBOOK_DATA passed on), the venv's python3 kernel
@@ -65,5 +73,5 @@ sync:  ## rewrite each notebook's colab cell, pair notebooks/*.py with *.ipynb (
 bench:  ## CPU benchmarks: the GEMM rate against the cores (clock, FLOP per cycle); matmul (torch, oneDNN); gemm size rules; 01 step (plain vs sliced head, oneDNN vs torch GEMM: memory, ms, MFU); delta rule; 02; 05 KV cache; DDP
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m benchmarks.bench
 
-clean-outputs:  ## delete outputs/<PROFILE> (PROFILE must be a folder name under params/)
-	$(PY) -m odebook.book.runner --clean --profile "$(PROFILE)"
+clean-outputs:  ## delete outputs/<PROFILE> (PROFILE must be a folder name under params/; not while it runs)
+	$(RUNNER) --clean

@@ -8,7 +8,9 @@ file, so the run is that study's run of the model and seed (up to summation orde
 
 Rank 0 evaluates, checkpoints every ``checkpoint_interval`` steps into <out>/checkpoint.pt (the same command
 resumes from it) and writes <out>/history.json and <out>/model.pt; <out> is
-outputs/ddp/<study>/<model>_seed<seed> unless --out says otherwise.
+outputs/ddp/<study>/<model>_seed<seed> unless --out says otherwise. The checkpoint is keyed by the run's fingerprint,
+the notebooks' rule (odebook.training.fingerprint): a checkpoint made by another configuration (another batch size,
+model setting, data file, process count …) is refused with a message, or replaced with --fresh.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import sys
 from pathlib import Path
 
 import torch
@@ -25,6 +28,8 @@ from odebook.data import corpus as data
 from odebook.training import distributed
 from odebook.models.arms import gradient_flow_arms
 from odebook.params import validate_file
+from odebook.training import checkpoint as ckpt
+from odebook.training.fingerprint import run_fingerprint, run_key
 from odebook.training.runtime import precision_for, seed_everything
 from odebook.training.train import TrainConfig, train
 
@@ -46,11 +51,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--lr", type=float, default=None, help="default: the parameter file's lr (02 chooses per "
                         "model in its notebook: pass the chosen one)")
     parser.add_argument("--steps", type=int, default=None, help="default: the parameter file's steps")
+    parser.add_argument("--params", type=Path, default=None, help="a parameter file instead of "
+                        "params/<profile>/<study>.yaml")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--fresh", action="store_true", help="replace a checkpoint of another configuration in <out>")
     args = parser.parse_args(argv)
 
     device = distributed.init()
-    p = validate_file(args.study, ROOT / "params" / args.profile / f"{args.study}.yaml")
+    p = validate_file(args.study, args.params or ROOT / "params" / args.profile / f"{args.study}.yaml")
     splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), data.get_tokenizer(p.tokenizer))
     models = builders(args.study, p, splits.vocab_size)
     if args.model not in models:
@@ -63,12 +71,13 @@ def main(argv: list[str] | None = None) -> dict:
 
     seed_everything(seed)
     model = models[args.model]().to(device)
+    fingerprint = run_fingerprint(model=model, config=config, key=run_key(p), study=args.study, model_name=args.model,
+                                  seed=seed, processes=distributed.world_size())
+    _refuse_another_configuration(out / "checkpoint.pt", fingerprint, args.fresh, parser)
     hist = train(model, data.random_batches(splits.train, p.batch_size, p.seq_len, seed=seed),
                  data.fixed_batches(splits.valid, p.eval_batches, p.batch_size, p.seq_len), config,
                  precision_for(device), checkpoint=out / "checkpoint.pt", desc=f"{args.model} seed {seed}",
-                 fingerprint=json.dumps({"study": args.study, "profile": args.profile, "model": args.model,
-                                         "seed": seed, "config": dataclasses.asdict(config),
-                                         "processes": distributed.world_size()}))
+                 fingerprint=fingerprint)
     if distributed.is_main():
         (out / "history.json").write_text(json.dumps(hist.to_dict()))
         torch.save(model.state_dict(), out / "model.pt")
@@ -77,5 +86,28 @@ def main(argv: list[str] | None = None) -> dict:
     return hist.to_dict()
 
 
+def _refuse_another_configuration(path: Path, fingerprint: str, fresh: bool, parser) -> None:
+    """A checkpoint in <out> made by another configuration is not silently replaced: refused, or removed with
+    --fresh (every rank sees the same file: the decision is the same on all)."""
+    if not path.is_file():
+        return
+    try:
+        theirs = ckpt.load(path)["fingerprint"]
+    except ckpt.CheckpointError as err:
+        theirs = None if fresh else parser.error(str(err))
+    if theirs == fingerprint:
+        return
+    if not fresh:
+        parser.error(f"{path} was made by another configuration (model, parameters, data files, process count or "
+                     "odebook's source differ), so it is not resumed; use another --out, or --fresh to replace it")
+    distributed.barrier()  # every rank has read it before rank 0 removes it
+    if distributed.is_main():
+        ckpt.remove(path)
+
+
 if __name__ == "__main__":
-    main()
+    try:
+        with distributed.watched():
+            main()
+    except distributed.RankFrozen:  # its message is on stderr already
+        sys.exit(1)

@@ -1,8 +1,14 @@
 """A training run that tests start in several processes (odebook.training.distributed.launch needs an importable function)."""
 
+import os
+import signal
+import sys
+import time
+
 import torch
 
 from odebook.models import lm as models
+from odebook.training import distributed
 from odebook.data.corpus import fixed_batches, random_batches
 from odebook.training.runtime import Precision, precision_for, seed_everything
 from odebook.training.train import TrainConfig, train
@@ -35,3 +41,22 @@ def run(steps: int, checkpoint: str | None = None, interval: int = 0, stop_after
                  TrainConfig(steps=steps, lr=1e-2, eval_interval=2, checkpoint_interval=interval),
                  precision, progress=False, checkpoint=checkpoint, fingerprint="test")
     return hist.loss, hist.grad_norm["total"], hist.eval_loss, {k: v.cpu().clone() for k, v in model.state_dict().items()}
+
+
+def freeze_rank_one(after: int = 3) -> None:
+    """Collectives in a loop; rank 1 stops itself after ``after`` of them, as ``kill -STOP`` on it would."""
+    for i in range(100_000):
+        if distributed.rank() == 1 and i == after:
+            print(f"stopping rank 1 at {time.time()}", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+        distributed.mean(torch.ones(1))
+        time.sleep(0.01)
+
+
+if __name__ == "__main__":  # torchrun -m ddp_worker: the frozen-rank test (tests/training/test_frozen_rank.py)
+    distributed.init()
+    try:
+        with distributed.watched():
+            freeze_rank_one()
+    except distributed.RankFrozen:  # its message is on stderr already
+        sys.exit(1)

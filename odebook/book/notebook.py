@@ -14,6 +14,7 @@ import torch
 
 from odebook.book.profile import apply_profile
 from odebook.params import Params
+from odebook.training.fingerprint import run_key
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.study.stats import Verdict
 
@@ -62,18 +63,14 @@ def output_dir(params: Params) -> Path:
     return out
 
 
-NOT_IN_RUN_KEY = ("output_dir", "checkpoint_dir", "fresh", "tensorboard", "seed", "n_seeds", "checkpoint_interval")
-
-
 def checkpointing(params: Params, out: Path) -> dict[str, Any]:
     """The checkpoint arguments of ``experiment.run_seeds`` for a study: the folder (``checkpoint_dir``, else
     <out>/checkpoints), ``fresh``, and the parameters that make up each run's key (all but where outputs go, which
-    seeds, and logging). Empty when ``checkpoint_interval`` is 0: nothing is stored then."""
+    seeds, and logging) with the content hashes of its data files (odebook.training.fingerprint.run_key). Empty when ``checkpoint_interval`` is 0: nothing is stored then."""
     if not getattr(params, "checkpoint_interval", 0):
         return {}
     folder = Path(params.checkpoint_dir) if params.checkpoint_dir else out / "checkpoints"
-    key = {k: v for k, v in params.to_dict().items() if k not in NOT_IN_RUN_KEY}
-    return {"checkpoints": folder, "fresh": params.fresh, "key": {"study": params.study, **key}}
+    return {"checkpoints": folder, "fresh": params.fresh, "key": run_key(params)}
 
 
 def batch_shape(params: Params) -> dict[str, int]:

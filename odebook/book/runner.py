@@ -1,9 +1,10 @@
 """Execute the book: jupytext → papermill (with a profile's parameters) → nbconvert HTML, then an index page.
 
 ``python -m odebook.book.runner --profile cpu [NOTEBOOK ...]`` (``make run-all``) validates every parameter file first
-and stops before any compute if one is wrong. Each notebook then runs in a staging folder; on success it replaces
-``outputs/<profile>/<notebook>/``, on failure it is rendered with its error into ``<notebook>.failed/`` and the
-last successful outputs stay untouched. A failing notebook does not stop the others; the exit status is 1 when any
+and stops before any compute if one is wrong, or if another run of the same profile and notebook holds its lock.
+Each notebook then runs in a staging folder of its own; when it ran to its last cell it replaces
+``outputs/<profile>/<notebook>/`` in one atomic exchange, otherwise it is rendered with its error into
+``<notebook>.failed/`` and the last successful outputs stay untouched (odebook.book.publish). A failing notebook does not stop the others; the exit status is 1 when any
 failed, 2 when the parameters, the profile or a notebook name are invalid (then nothing ran). The profile must be a
 folder name under ``params/`` and each notebook a name under ``notebooks/``; nothing outside ``outputs/`` is ever
 replaced or deleted.
@@ -30,7 +31,7 @@ from importlib import metadata
 from unittest import mock
 from pathlib import Path
 
-from odebook.book import index
+from odebook.book import index, publish
 from odebook.book import reports
 from odebook.book.profile import PROFILE_ENV
 from odebook.data.mirror import pin_data_dir
@@ -41,7 +42,9 @@ __all__ = ["Book", "RunResult", "run_book", "main"]
 
 KERNEL_NAME = "odebook-runner"
 EXIT_NOTEBOOK_FAILED = 1  # a notebook raised: the others ran, the failed one is rendered with its error
-EXIT_BAD_PARAMETERS = 2   # a parameter file, profile or notebook name is wrong: nothing ran
+EXIT_BAD_PARAMETERS = 2   # a parameter file, profile or notebook name is wrong, or it is already running: nothing ran
+EXIT_INTERRUPTED = 130    # Ctrl-C: the checkpoints written so far stay, the same command resumes
+RUNNER_KEYS = ("output_dir",)  # set by the runner for every notebook; a profile file may not set them
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes in a kernel's traceback
 PACKAGES = ("torch", "torchdiffeq", "numpy", "scipy", "pandas", "matplotlib", "datasets", "tiktoken", "papermill",
             "jupytext", "nbconvert", "fla-core")
@@ -100,10 +103,14 @@ def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Para
             problems.append(f"notebook {name!r}: no such notebook in {book.notebooks}; known: "
                             f"{', '.join(book.all_notebooks())}")
             continue
+        path = book.params / profile / f"{name}.yaml"
         try:
-            ok[name] = validate_values(name, book.params / profile / f"{name}.yaml")
+            ok[name] = validate_values(name, path)
         except ParamError as err:
             problems.append(str(err))
+            continue
+        problems += [f"{path}: key {key!r} is set by the runner (outputs/{profile}/{name}); remove it from the file"
+                     for key in RUNNER_KEYS if key in ok[name][1]]
     if problems:
         raise ParamError("\n".join(problems))
     return ok
@@ -189,30 +196,27 @@ def _progress_to_summaries(ipynb: Path) -> None:
     nbformat.write(nb, ipynb)
 
 
-def _replace_dir(src: Path, dst: Path) -> None:
-    """Move ``src`` to ``dst``, replacing it; the old ``dst`` is deleted only after the move succeeded."""
-    old = dst.with_name(f".{dst.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if dst.exists():
-        dst.rename(old)
-    src.rename(dst)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str,
                  fresh: bool = False) -> RunResult:
     """Execute one notebook in a staging folder and move it into place (see the module docstring). Its runs keep
     their checkpoints in outputs/<profile>/<notebook>/checkpoints/ (unless the parameters name another folder),
     which a successful run carries into its new outputs and a failed one leaves where they are; ``fresh`` tells the
     notebook to ignore them."""
+    out_root = book.profile_outputs(profile)
+    out_root.mkdir(parents=True, exist_ok=True)
+    stage = _inside(publish.stage(out_root, name), book.outputs)
+    try:
+        return _execute(book, profile, name, params, overrides, kernel, fresh, out_root, stage)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)  # published (then gone) or interrupted: never left behind
+
+
+def _execute(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str, fresh: bool,
+             out_root: Path, stage: Path) -> RunResult:
     import jupytext
     import nbformat
     import papermill
 
-    out_root = book.profile_outputs(profile)
-    stage = _inside(out_root / f".{name}.running", book.outputs)
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True)
     ipynb = stage / f"{name}.ipynb"
     checkpoints = _inside(out_root / name / "checkpoints", book.outputs)
     started, t0, error, trace = dt.datetime.now(dt.timezone.utc), time.perf_counter(), "", ""
@@ -229,11 +233,11 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
         trace = ANSI.sub("", "\n".join(err.traceback))
     except Exception as err:  # a dead kernel, an unreadable notebook: record it, render what ran, go on
         error = f"{type(err).__name__}: {err}"
+    error = error or publish.unfinished(ipynb)  # a run that did not reach its last cell is never "ok"
     seconds = time.perf_counter() - t0
     final = _inside(out_root / (f"{name}.failed" if error else name), book.outputs)
-    if ipynb.is_file():  # the report names where its files end up, not the staging folder they were written to
-        ipynb.write_text(ipynb.read_text(encoding="utf-8").replace(str(stage.resolve()), str(final.resolve())),
-                         encoding="utf-8")
+    publish.relabel(stage, final)  # the report names where its files end up, not the staging folder
+    if ipynb.is_file():
         _progress_to_summaries(ipynb)
     _render_html(ipynb, stage / f"{name}.html", error)
     root = book.notebooks.parent
@@ -249,7 +253,7 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
     if not error and checkpoints.is_dir():
         checkpoints.rename(stage / "checkpoints")
-    _replace_dir(stage, final)
+    publish.exchange(stage, final)
     if not error:
         shutil.rmtree(_inside(out_root / f"{name}.failed", book.outputs), ignore_errors=True)
     return RunResult(name, not error, seconds, error)
@@ -268,7 +272,9 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
     names = names or book.all_notebooks()
     checked = validate(book, profile, names)
     results = []
-    with _kernel_for_this_python() as kernel:
+    with contextlib.ExitStack() as locks, _kernel_for_this_python() as kernel:
+        for name in names:  # all or nothing: a run that would meet another is refused before any compute
+            locks.enter_context(publish.run_lock(book.profile_outputs(profile), name))
         for i, name in enumerate(names, 1):
             print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
             params, overrides = checked[name]
@@ -289,15 +295,21 @@ def one_line(text: str) -> str:
 
 
 def clean(book: Book, profile: str) -> Path:
-    """Delete outputs/<profile> (``make clean-outputs``): a known profile's folder inside outputs/, nothing else."""
+    """Delete outputs/<profile> (``make clean-outputs``): a known profile's folder inside outputs/, nothing else, and
+    not while one of its notebooks runs."""
     out = book.profile_outputs(profile)
-    shutil.rmtree(out, ignore_errors=True)
+    with contextlib.ExitStack() as locks:
+        for name in book.all_notebooks():
+            locks.enter_context(publish.run_lock(out, name))
+        shutil.rmtree(out, ignore_errors=True)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m odebook.book.runner", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", help="notebook names, e.g. 01_gradient_flow (default: all)")
+    parser.add_argument("--notebooks", dest="names", default="", help="notebook names separated by spaces, as one "
+                        "argument (make run-all NOTEBOOKS=...); a name that starts with '-' is a name")
     parser.add_argument("--profile", default="cpu", help="params/<profile>/ to use (smoke, cpu, t4)")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="the book's root folder")
     parser.add_argument("--clean", action="store_true", help="delete outputs/<profile> instead of running")
@@ -311,10 +323,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.clean:
             print(f"deleted {clean(Book.at(args.root), args.profile)}")
             return 0
-        results = run_book(Book.at(args.root), args.profile, args.notebooks or None, args.fresh)
+        results = run_book(Book.at(args.root), args.profile, [*args.notebooks, *args.names.split()] or None,
+                           args.fresh)
     except ParamError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_PARAMETERS
+    except KeyboardInterrupt:
+        print("\ninterrupted; resume with the same command (finished runs and checkpoints are kept)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0 if all(r.ok for r in results) else EXIT_NOTEBOOK_FAILED
 
 

@@ -13,7 +13,7 @@ from unittest import mock
 from odebook.data.core import DataError
 
 __all__ = ["DATA_ENV", "DataError", "MIRROR_FILES", "TIKTOKEN_DIR", "HOW_TO_PROVIDE", "mirror_dir", "pin_data_dir",
-           "check_data", "gpt2_from_mirror"]
+           "check_data", "data_files", "gpt2_from_mirror"]
 
 DATA_ENV = "ODEBOOK_DATA"
 
@@ -43,6 +43,17 @@ def pin_data_dir() -> Path | None:
     if root is not None:
         os.environ[DATA_ENV] = str(root)
     return root
+
+
+def data_files(corpus: str, tokenizer: str, **own: object) -> list[Path]:
+    """The local files a corpus and tokenizer are read from: one's own text files (corpus 'files'), and with a mirror
+    its files for the corpus and its tiktoken cache. Data from the hub name no local file."""
+    files = [Path(str(v)).expanduser() for k, v in own.items() if k.endswith("_file") and v] if corpus == "files" else []
+    root = mirror_dir()
+    if root is not None:
+        files += [root / name for name in MIRROR_FILES.get(corpus, ())]
+        files += [root / TIKTOKEN_DIR] if tokenizer == "gpt2" else []
+    return files
 
 
 def check_data(corpus: str, tokenizer: str) -> None:

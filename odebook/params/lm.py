@@ -66,6 +66,12 @@ class LMParams(Params):
         takes them."""
         return {}
 
+    def data_files(self) -> list:
+        """The local files these parameters make a run read (odebook.data.mirror.data_files)."""
+        from odebook.data.mirror import data_files
+
+        return data_files(self.corpus, self.tokenizer, **self.corpus_files())
+
 
 @dataclasses.dataclass
 class TextCorpusParams(LMParams):

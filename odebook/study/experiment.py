@@ -6,8 +6,8 @@ list of test batches.
 
 With ``checkpoints`` (a folder), each run keeps ``<model>_seed<seed>_lr<lr>.pt`` while it trains — resumed after an
 interruption — and ``….done.pt`` once finished — reused by a re-run. Both are keyed by a fingerprint of the run's
-configuration (``key``: the parameters that affect it; the model's architecture, seed, optimisation and batch shape;
-odebook's source), so anything changed runs afresh; ``fresh`` ignores them all. ``Run.origin`` says whether a run was
+configuration (odebook.training.fingerprint: ``key``, the parameters that affect it and the content hashes of the data
+files; the model's architecture, seed, optimisation and batch shape; odebook's source), so anything changed runs afresh; ``fresh`` ignores them all. ``Run.origin`` says whether a run was
 trained, resumed or reused.
 """
 
@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from odebook.training import checkpoint as ckpt
+from odebook.training.fingerprint import run_fingerprint
 from odebook.study.flops import forward_flops
 from odebook.models.lm import count_params, ode_blocks, param_groups
 from odebook.training.runtime import Precision, seed_everything
@@ -118,21 +119,21 @@ def train_once(tag: str, model: nn.Module, batches: Callable[[], Iterator], vali
     model's repr, ``config``, odebook's source) matches (the module docstring). ``finish(model, history)`` gives what
     is stored beside the finished weights (e.g. a test score) and returned again on reuse. Returns (history, origin,
     what ``finish`` gave)."""
-    fingerprint = ckpt.fingerprint(key=key, tag=tag, arch=repr(model), train=config)
+    fingerprint = run_fingerprint(model=model, config=config, key=key, tag=tag)
     done = checkpoints / f"{tag}.done.pt" if checkpoints else None
     partial = checkpoints / f"{tag}.pt" if checkpoints else None
     if done and not fresh and done.is_file() and (state := ckpt.load(done))["fingerprint"] == fingerprint:
         model.load_state_dict(state["model"])
         return History(**state["history"]), "reused", state["extras"]
     if fresh and partial:
-        partial.unlink(missing_ok=True)
+        ckpt.remove(partial)
     hist = train(model, batches(), valid, config, precision, checkpoint=partial, fingerprint=fingerprint,
                  **train_kwargs)
     extras = finish(model, hist) if finish else {}
     if done:
         ckpt.save(done, {"fingerprint": fingerprint, "model": model.state_dict(), "history": hist.to_dict(),
                          "extras": extras})
-        partial.unlink(missing_ok=True)
+        ckpt.remove(partial)
     return hist, f"resumed at step {hist.resumed_at}" if hist.resumed_at else "trained", extras
 
 

@@ -8,22 +8,44 @@ floating-point sums). Rank 0 evaluates and writes logs and checkpoints (``on_mai
 format is the single-process one. gloo on CPU, NCCL on CUDA. Without an initialised process group every helper is
 the identity, so single-process runs pay nothing.
 
+A rank that freezes (stopped, swapped out, stuck in a driver) cannot hang the job: every collective times out after
+``ODEBOOK_COLLECTIVE_TIMEOUT_S`` seconds (default 300; ``collective_timeout``), and ``watched`` turns that timeout
+into ``RankFrozen``, whose message names the ranks whose heartbeat (a thread that counts in the rendezvous store
+every second) stopped, with their pid and host; a frozen rank on this host is ended with SIGKILL, one elsewhere by
+its torchrun, whose monitor ends the job when a rank fails. A killed rank ends the job at once, as torchrun does.
+
 Dropout draws different masks on each rank than one process would on the global batch, so data-parallel runs with
 dropout match a single-process run in distribution, not bit for bit.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import os
+import signal
+import socket
+import sys
 import tempfile
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-__all__ = ["active", "rank", "world_size", "is_main", "init", "shard", "wrap", "mean", "on_main", "launch"]
+__all__ = ["active", "rank", "world_size", "is_main", "init", "shard", "wrap", "mean", "on_main", "barrier", "launch",
+           "RankFrozen", "collective_timeout", "watched", "TIMEOUT_ENV"]
+
+TIMEOUT_ENV = "ODEBOOK_COLLECTIVE_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 300.0  # a step, an evaluation on rank 0 or a checkpoint write must finish within it
+HEARTBEAT_S = 1.0
+
+
+class RankFrozen(RuntimeError):
+    """A collective timed out; the message names the ranks that stopped answering."""
 
 
 def active() -> bool:
@@ -46,7 +68,8 @@ def init() -> torch.device:
     """Join the process group torchrun (or ``launch``) set up in the environment; returns this rank's device."""
     cuda = torch.cuda.is_available()
     if not active():
-        dist.init_process_group("nccl" if cuda else "gloo")
+        dist.init_process_group("nccl" if cuda else "gloo", timeout=dt.timedelta(seconds=collective_timeout()))
+        _start_heartbeat()
     if cuda:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(device)
@@ -93,6 +116,76 @@ def on_main(fn: Callable[[], float]) -> float:
     return float(value.item())
 
 
+def barrier() -> None:
+    if active():
+        dist.barrier()
+
+
+def collective_timeout() -> float:
+    """Seconds a collective waits for the other ranks: ``$ODEBOOK_COLLECTIVE_TIMEOUT_S``, default 300."""
+    value = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        seconds = float(value) if value else DEFAULT_TIMEOUT_S
+    except ValueError:
+        raise ValueError(f"{TIMEOUT_ENV}={value!r}: must be a number of seconds") from None
+    if not seconds > 0:
+        raise ValueError(f"{TIMEOUT_ENV}={value!r}: must be > 0")
+    return seconds
+
+
+def _beats() -> Any:
+    return dist.PrefixStore("odebook/heartbeat/", dist.distributed_c10d._get_default_store())
+
+
+def _start_heartbeat() -> None:
+    """A daemon thread that counts up in the store every HEARTBEAT_S: a stopped process stops counting."""
+    store, me, where = _beats(), str(rank()), f"{os.getpid()} {socket.gethostname()}"
+
+    def beat() -> None:
+        with contextlib.suppress(Exception):  # the store goes away at the end of the job
+            for n in iter(int, 1):
+                store.set(me, f"{n} {where}")
+                time.sleep(HEARTBEAT_S)
+
+    threading.Thread(target=beat, name="odebook-heartbeat", daemon=True).start()
+
+
+def _silent_ranks() -> dict[int, tuple[int, str]]:
+    """{rank: (pid, host)} of the ranks whose heartbeat did not advance over three beats."""
+    store, others = _beats(), [r for r in range(world_size()) if r != rank()]
+
+    def read() -> dict[int, list[str]]:
+        return {r: store.get(str(r)).decode().split() for r in others}
+
+    before = read()
+    time.sleep(3 * HEARTBEAT_S)
+    after = read()
+    return {r: (int(after[r][1]), after[r][2]) for r in others if after[r][0] == before[r][0]}
+
+
+@contextlib.contextmanager
+def watched() -> Iterator[None]:
+    """Around a data-parallel run: a collective's timeout becomes RankFrozen naming the silent ranks (module
+    docstring), its message printed on stderr first; then a frozen rank on this host is ended so the job ends now
+    (torchrun may stop this process as soon as it sees that)."""
+    try:
+        yield
+    except RuntimeError as err:
+        if not active() or "timed out" not in str(err).lower() and "timeout" not in str(err).lower():
+            raise
+        silent, host = _silent_ranks(), socket.gethostname()
+        named = ", ".join(f"rank {r} (pid {pid} on {where})" for r, (pid, where) in silent.items()) or \
+            "no rank named (every heartbeat advanced: a rank is slow rather than frozen)"
+        message = (f"rank {rank()}: a collective waited {collective_timeout():g} s ({TIMEOUT_ENV}) for the other "
+                   f"ranks and timed out; stopped answering: {named}; ending the job")
+        print(message, file=sys.stderr, flush=True)
+        for pid, where in silent.values():
+            if where == host:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        raise RankFrozen(message) from err
+
+
 def _comm_device() -> torch.device:
     """Where a tensor must live to be sent: NCCL moves only CUDA tensors (this rank's GPU), gloo CPU ones."""
     return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
@@ -101,7 +194,8 @@ def _comm_device() -> torch.device:
 def _joined(fn: Callable[..., Any], *args: Any) -> Any:
     """What each launched process runs: join the process group, then ``fn(*args)``."""
     init()
-    return fn(*args)
+    with watched():
+        return fn(*args)
 
 
 def launch(fn: Callable[..., Any], *args: Any, nprocs: int | None = None) -> dict[int, Any]:

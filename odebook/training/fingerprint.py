@@ -1,0 +1,68 @@
+"""The fingerprint of a training run: what a checkpoint must match to be resumed or reused.
+
+``run_fingerprint`` is the one rule, used by ``odebook.study.experiment.train_once`` (the notebooks) and by
+``scripts/train_ddp.py``: the model's architecture, the training configuration, the content hash of every data file
+the run read (corpus files, mirror files, the tokenizer's files: a file changed in place, or another mirror, is
+another run), the parameters that change the arithmetic (``arithmetic``: all but where outputs go, which seeds,
+logging and checkpoint cadence), whatever else the caller names, and odebook's own source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from odebook.training import checkpoint as ckpt
+
+__all__ = ["NOT_ARITHMETIC", "arithmetic", "content_hashes", "run_key", "run_fingerprint"]
+
+# Parameters that change where outputs go, which seeds run (the seed is in each run's tag), logging and checkpoint
+# cadence, but not one number of a run.
+NOT_ARITHMETIC = ("output_dir", "checkpoint_dir", "fresh", "tensorboard", "seed", "n_seeds", "checkpoint_interval")
+
+
+def arithmetic(params: Any) -> dict[str, Any]:
+    """A study's parameters (a dataclass or a mapping) but ``NOT_ARITHMETIC``."""
+    values = params if isinstance(params, Mapping) else dataclasses.asdict(params)
+    return {k: v for k, v in values.items() if k not in NOT_ARITHMETIC}
+
+
+def run_key(params: Any) -> dict[str, Any]:
+    """What a study's parameters contribute to each of its runs' fingerprints: the study, its ``arithmetic``
+    parameters and the content hashes of the data files they name (``params.data_files()``)."""
+    files = params.data_files() if hasattr(params, "data_files") else []
+    return {"study": params.study, **arithmetic(params), "data": content_hashes(files)}
+
+
+def content_hashes(files: Iterable[str | Path]) -> dict[str, str]:
+    """sha256 of each file (a folder: of each file in it), keyed by its name, not its folder: the same data in
+    another place is the same data."""
+    out = {}
+    for f in map(Path, files):
+        for item in sorted(f.iterdir()) if f.is_dir() else [f]:
+            st = item.stat()
+            out[item.name if item == f else f"{f.name}/{item.name}"] = _sha256(str(item.resolve()), st.st_size,
+                                                                               st.st_mtime_ns, st.st_ino)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    """Read once per change of the file (its size, modification time or inode are the key)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def run_fingerprint(*, model: nn.Module, config: Any, data_files: Iterable[str | Path] = (), **parts: Any) -> str:
+    """The fingerprint of training ``model`` with ``config`` on ``data_files`` (module docstring); ``parts`` are
+    JSON-able values the caller adds (its run's tag, its study's ``arithmetic`` parameters, the batch shape …)."""
+    return ckpt.fingerprint(**parts, arch=repr(model), train=config, data=content_hashes(data_files))

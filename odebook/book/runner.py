@@ -31,7 +31,7 @@ from importlib import metadata
 from unittest import mock
 from pathlib import Path
 
-from odebook.book import index, publish
+from odebook.book import index, machine_load, publish
 from odebook.book import reports
 from odebook.book.profile import PROFILE_ENV
 from odebook.data.mirror import pin_data_dir
@@ -196,6 +196,15 @@ def _progress_to_summaries(ipynb: Path) -> None:
     nbformat.write(nb, ipynb)
 
 
+def _append_markdown(ipynb: Path, text: str) -> None:
+    import nbformat
+
+    if text:
+        nb = nbformat.read(ipynb, as_version=4)
+        nb.cells.append(nbformat.v4.new_markdown_cell(text))
+        nbformat.write(nb, ipynb)
+
+
 def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str,
                  fresh: bool = False) -> RunResult:
     """Execute one notebook in a staging folder and move it into place (see the module docstring). Its runs keep
@@ -220,6 +229,7 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     ipynb = stage / f"{name}.ipynb"
     checkpoints = _inside(out_root / name / "checkpoints", book.outputs)
     started, t0, error, trace = dt.datetime.now(dt.timezone.utc), time.perf_counter(), "", ""
+    load_at_start = machine_load.sample()
     nb = jupytext.read(book.notebooks / f"{name}.py")
     nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"> **{index.profile_note(profile)}**"))
     try:
@@ -237,8 +247,10 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     seconds = time.perf_counter() - t0
     final = _inside(out_root / (f"{name}.failed" if error else name), book.outputs)
     publish.relabel(stage, final)  # the report names where its files end up, not the staging folder
+    load = load_at_start, machine_load.sample()
     if ipynb.is_file():
         _progress_to_summaries(ipynb)
+        _append_markdown(ipynb, machine_load.note(*load))
     _render_html(ipynb, stage / f"{name}.html", error)
     root = book.notebooks.parent
     manifest = {
@@ -248,7 +260,7 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
         "git_commit": _git("rev-parse", "HEAD", cwd=root), "git_dirty": bool(_git("status", "--porcelain", cwd=root)),
         "parameter_file": str(book.params / profile / f"{name}.yaml"), "parameters": params.to_dict(),
         "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()), "packages": _versions(),
-        "hashes": reports.hashes(root, name, profile),
+        "hashes": reports.hashes(root, name, profile), "machine_load": machine_load.record(*load),
     }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
     if not error and checkpoints.is_dir():

@@ -16,9 +16,9 @@ FILE_KEYS = ("train_file", "valid_file", "test_file")
 
 def _file_problem(value: str) -> str | None:
     """Why the text file named by a parameter cannot be used, or None."""
-    path = Path(value).expanduser()
-    if not path.is_absolute():
-        return "must be an absolute path (notebooks run in their own folder, so a relative path is ambiguous)"
+    path = Path(value).expanduser()  # absolute: the parameters' rule for paths (odebook.params.schema.spec)
+    if path.exists() and not path.is_file():
+        return f"{path} is not a regular file (a folder, device or pipe); give a text file"
     if not path.is_file():
         return f"no such file: {path}"
     data = path.read_bytes()

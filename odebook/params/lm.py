@@ -10,9 +10,10 @@ from odebook.params.schema import Params, spec
 __all__ = ["LMParams", "TextCorpusParams"]
 
 
-def _data_problems(corpus: str, tokenizer: str, files: dict) -> list[str]:
+def _data_problems(corpus: str, tokenizer: str, files: dict, seq_len: int) -> list[str]:
     from odebook.data.corpus import DataError, check_data
     from odebook.data.own_corpus import file_problems
+    from odebook.data.split_check import short_splits
 
     if corpus == "files":
         problems = file_problems(**files)
@@ -23,7 +24,7 @@ def _data_problems(corpus: str, tokenizer: str, files: dict) -> list[str]:
         check_data(corpus, tokenizer)
     except DataError as err:
         return [f"key 'corpus' = {corpus!r}: {err}"]
-    return []
+    return short_splits(corpus, tokenizer, seq_len, **files)
 
 
 @dataclasses.dataclass
@@ -44,7 +45,7 @@ class LMParams(Params):
     eval_batches: int = spec(20, ge=1, help="fixed held-out batches evaluated at every interval")
     tensorboard: bool = spec(False, help="also write TensorBoard logs to <output_dir>/tensorboard/")
     checkpoint_interval: int = spec(100, ge=0, help="steps between checkpoints of each run (resumed on a re-run); 0 = none")
-    checkpoint_dir: str = spec("", help="where runs keep checkpoints; empty = <output_dir>/checkpoints")
+    checkpoint_dir: str = spec("", path=True, help="where runs keep checkpoints; empty = <output_dir>/checkpoints")
     fresh: bool = spec(False, help="ignore stored checkpoints: train every run from the start")
     alpha: float = spec(0.05, gt=0.0, le=0.5, help="family-wise significance level (Holm) of the study's verdicts")
 
@@ -59,7 +60,7 @@ class LMParams(Params):
             errors.append(f"key 'seq_len' = {self.seq_len}: must be <= max_seq_len = {self.max_seq_len}")
         if self.eval_interval > self.steps:
             errors.append(f"key 'eval_interval' = {self.eval_interval}: must be <= steps = {self.steps}")
-        return errors + _data_problems(self.corpus, self.tokenizer, self.corpus_files())
+        return errors + _data_problems(self.corpus, self.tokenizer, self.corpus_files(), self.seq_len)
 
     def corpus_files(self) -> dict:
         """The own-text keys (none here; see TextCorpusParams), as ``data.load_corpus(p.corpus, **p.corpus_files())``
@@ -79,10 +80,11 @@ class TextCorpusParams(LMParams):
 
     corpus: str = spec("wikitext2", choices=("wikitext2", "wikitext103", "files"),
                        help="wikitext103 comes from the hub; files = your own text, named by the keys below")
-    train_file: str = spec("", help="corpus files: absolute path of the training text")
-    valid_file: str = spec("", help="corpus files: absolute path of the validation text")
-    test_file: str = spec("", help="corpus files: absolute path of the test text")
-    text_file: str = spec("", help="corpus files: instead of the three, one text cut at line breaks by split_fractions")
+    train_file: str = spec("", path=True, help="corpus files: absolute path of the training text")
+    valid_file: str = spec("", path=True, help="corpus files: absolute path of the validation text")
+    test_file: str = spec("", path=True, help="corpus files: absolute path of the test text")
+    text_file: str = spec("", path=True, help="corpus files: instead of the three, one text cut at line breaks by "
+                          "split_fractions")
     split_fractions: list[float] = spec([0.9, 0.05, 0.05], ge=0.0, le=1.0,
                                         help="train, validation, test shares of text_file; sum 1")
 

@@ -25,10 +25,12 @@ class ParamError(ValueError):
 
 
 def spec(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
-         choices: tuple | None = None, min_len: int = 1, help: str = "") -> Any:
+         choices: tuple | None = None, min_len: int = 1, path: bool = False, help: str = "") -> Any:
     """A dataclass field with bounds (``ge``/``gt``/``le``) or allowed ``choices``; a list needs at least
-    ``min_len`` entries and each entry is held to the bounds; lists get a fresh copy."""
-    return _field(default, {"ge": ge, "gt": gt, "le": le, "choices": choices, "min_len": min_len, "help": help})
+    ``min_len`` entries and each entry is held to the bounds; lists get a fresh copy. A ``path`` is empty or
+    absolute (``~`` expanded): the one rule for every file and folder a parameter names."""
+    return _field(default, {"ge": ge, "gt": gt, "le": le, "choices": choices, "min_len": min_len, "path": path,
+                            "help": help})
 
 
 def _field(default: Any, meta: dict[str, Any]) -> Any:
@@ -85,6 +87,8 @@ def _check_bounds(value: Any, meta: Mapping[str, Any]) -> str | None:
     if isinstance(value, list) and len(value) < meta["min_len"]:
         return f"needs at least {meta['min_len']} {'entry' if meta['min_len'] == 1 else 'entries'}"
     items = value if isinstance(value, list) else [value]
+    if meta.get("path") and value and not Path(value).expanduser().is_absolute():
+        return "must be an absolute path (notebooks run in their own folder, so a relative path is ambiguous)"
     for v in items:
         if isinstance(v, int) and not isinstance(v, bool) and abs(v) > INT_LIMIT:
             return f"must be <= {INT_LIMIT}"
@@ -127,7 +131,8 @@ class Params:
     seed: int = spec(0, ge=0, help="first seed; seed i of n_seeds is seed + i")
     n_seeds: int = spec(1, ge=1, le=20, help="independent training runs per model")
     device: str = spec("auto", choices=("auto", "cpu", "cuda"), help="auto = cuda when available")
-    output_dir: str = spec("", help="where figures and results go; '' = outputs/interactive/<study>")
+    output_dir: str = spec("", path=True, help="where figures and results go; '' = outputs/interactive/<study>; "
+                           "the runner sets it (a profile file may not)")
 
     # -- construction ---------------------------------------------------------------------------------------------
     @classmethod

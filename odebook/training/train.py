@@ -176,6 +176,20 @@ def _resume(path, fingerprint, model, optimizer, scaler, batches) -> tuple[int, 
     return state["step"], History(**{**state["history"], "resumed_at": state["step"]})
 
 
+def _divergence_causes(model: nn.Module, *, updated: bool) -> str:
+    """What can make the loss non-finite at this step, and the model's largest values (where an initial scale such
+    as alpha_init, 1e30, shows)."""
+    largest = sorted(((p.detach().abs().max().item(), name) for name, p in model.named_parameters() if p.numel()),
+                     reverse=True)[:3]
+    values = ", ".join(f"{name} = {size:.3g}" for size, name in largest)
+    if not updated:
+        return ("No update was taken yet, so lr and grad_clip are not the cause: the model's initial values are "
+                f"(its initial scales, such as alpha_init, or its width and depth) or the data. Largest |values|: "
+                f"{values}.")
+    return (f"Try a lower lr or a smaller grad_clip, or smaller initial scales (such as alpha_init). Largest "
+            f"|values| now: {values}.")
+
+
 def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, eval_loss_fn, desc, progress,
            writer, checkpoint, fingerprint) -> History:
     model.to(precision.device).train()
@@ -202,7 +216,7 @@ def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, 
         if not math.isfinite(value):
             raise DivergenceError(f"{desc}: the training loss became {value} at step {step} of {config.steps}; "
                                   f"stopped. Metrics of steps 1..{step - 1} are kept in the exception's history. "
-                                  "Try a lower lr or a smaller grad_clip.", hist)
+                                  + _divergence_causes(model, updated=step > 1), hist)
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         scaler.unscale_(optimizer)

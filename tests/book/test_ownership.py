@@ -151,3 +151,14 @@ def test_make_passes_names_to_the_runner_verbatim_and_never_runs_them(tmp_path, 
     argv = (tmp_path / "argv").read_text().splitlines()
     assert (f"--profile={text}" if variable == "PROFILE" else f"--notebooks={text}") in argv
     assert done.returncode == 2 and "Error 2" in done.stderr and "nothing ran" in done.stderr
+
+
+@pytest.mark.parametrize("load, says", [(9.0, True), (0.5, False)])
+def test_a_report_says_when_its_timings_were_taken_on_a_loaded_machine(book, monkeypatch, load, says):
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    runner.run_book(book, "smoke", ["90_ok"])
+    out = book.outputs / "smoke" / "90_ok"
+    assert ("Timings taken on a loaded machine" in (out / "90_ok.html").read_text()) == says
+    assert json.loads((out / "manifest.json").read_text())["machine_load"] == {"cores": 2, "load_at_start": load,
+                                                                               "load_at_end": load}

@@ -2,7 +2,9 @@
 input stops before compute with one line naming the key; WikiText-103 from the hub fails clearly when offline."""
 
 import json
+import os
 import random
+from pathlib import Path
 
 import pytest
 import yaml
@@ -118,3 +120,29 @@ def test_study_01_smoke_runs_on_a_generated_corpus_given_only_through_parameters
     assert results["headline"]
     executed = (out / "01_gradient_flow.ipynb").read_text()
     assert f"Own text (one file {text}" in executed and "WikiText" not in executed.split("Own text")[1][:300]
+
+
+@pytest.mark.parametrize("tokenizer", ["bytes", "gpt2"])
+def test_a_split_shorter_than_a_window_is_refused_naming_the_split_and_the_file(tmp_path, monkeypatch, tokenizer):
+    """A mirror whose validation file is one line passes the mirror's own checks; before, the run then failed with
+    "split has 8 tokens, fewer than one window of 33", naming neither split nor file."""
+    if "ODEBOOK_DATA" not in os.environ:
+        pytest.skip("needs the data mirror's tiktoken files")
+    shared = Path(os.environ["ODEBOOK_DATA"])
+    mirror = tmp_path / "mirror"
+    (mirror / "wikitext-2").mkdir(parents=True)
+    for split in ("train", "test"):
+        (mirror / "wikitext-2" / f"wiki.{split}.tokens").write_text(generated_text(400))
+    (mirror / "wikitext-2" / "wiki.valid.tokens").write_text(" = Valkyria = \n")
+    (mirror / "tiktoken").symlink_to(shared / "tiktoken")
+    monkeypatch.setenv("ODEBOOK_DATA", str(mirror))
+    with pytest.raises(ParamError) as err:
+        params_01(tokenizer=tokenizer)
+    message = str(err.value)
+    assert "test.yaml" in message and "key 'seq_len' = 32: the validation split" in message
+    assert str(mirror / "wikitext-2" / "wiki.valid.tokens") in message and "tokens; batches need more than one " \
+        "window of 33" in message
+    with pytest.raises(ParamError, match=r"the test split \(part of .*mine.txt\)"):
+        (tmp_path / "mine.txt").write_text(generated_text(400) + "short\n")
+        params_01(corpus="files", text_file=str(tmp_path / "mine.txt"), split_fractions=[0.5, 0.4999, 0.0001],
+                  tokenizer=tokenizer)

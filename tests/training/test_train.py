@@ -166,3 +166,17 @@ def test_fp32_steps_with_non_finite_gradients_are_skipped_too():
                  TrainConfig(steps=2, lr=1e-3, eval_interval=2), CPU, progress=False)
     assert hist.skipped_steps == [1, 2] and hist.grad_norm["total"] == []
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_divergence_at_the_first_step_names_the_initial_scale_not_the_learning_rate():
+    """alpha_init: 1e30 makes the first loss infinite: lr and grad_clip cannot be the cause, the initial values are."""
+    from odebook.models.arms import HybridConfig
+
+    torch.manual_seed(0)
+    model = HybridConfig(vocab_size=50, d_model=16, n_layer=4, n_head=2, max_seq_len=16, alpha_init=1e30).hybrid()
+    with pytest.raises(DivergenceError) as info:
+        train(model, random_batches(TOKENS, 4, 16, seed=0), fixed_batches(TOKENS, 2, 4, 16),
+              TrainConfig(steps=3, lr=1e-3, eval_interval=3), CPU, progress=False)
+    message = str(info.value)
+    assert "at step 1 of 3" in message and "alpha_init" in message and "lr and grad_clip are not the cause" in message
+    assert "alpha = 1e+30" in message and "Try a lower lr" not in message

@@ -1,0 +1,32 @@
+"""How busy the machine was while a notebook ran: its step times and throughputs are only as good as that.
+
+``sample`` reads the 1-minute load average; ``record`` says it for the manifest; ``note`` is the sentence a report
+gets when the machine was busier than its cores (then every timing in it is slower than on an idle machine)."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["sample", "record", "note"]
+
+
+def sample() -> float:
+    """The 1-minute load average (runnable processes), NaN where the system does not report it."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def record(start: float, end: float) -> dict:
+    return {"cores": os.cpu_count(), "load_at_start": round(start, 2), "load_at_end": round(end, 2)}
+
+
+def note(start: float, end: float) -> str:
+    """'' on a machine no busier than its cores, else one Markdown line saying the timings were taken under load."""
+    cores = os.cpu_count() or 1
+    if not max(start, end) > cores:
+        return ""
+    return (f"> **Timings taken on a loaded machine.** Load average {start:.1f} when this run started and {end:.1f} "
+            f"when it ended, on {cores} cores: other processes shared them, so the step times and throughputs here are "
+            "slower than this machine gives when idle. The losses and verdicts do not depend on it.")

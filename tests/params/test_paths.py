@@ -1,0 +1,51 @@
+"""One rule for every path parameter (issue 32): empty or absolute, refused before compute with one line naming the
+file and the key; a file that is not a regular file is called what it is."""
+
+import dataclasses
+import os
+
+import pytest
+import yaml
+
+from odebook.params import STUDIES, ParamError
+
+from conftest import ROOT
+
+
+def _paths(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.metadata.get("path")]
+
+
+def _smoke(study: str) -> dict:
+    return yaml.safe_load((ROOT / "params" / "smoke" / f"{study}.yaml").read_text()) or {}
+
+
+@pytest.mark.parametrize("study", sorted(STUDIES))
+def test_every_path_parameter_refuses_a_relative_path_with_the_same_line(study):
+    names = _paths(STUDIES[study])
+    assert "output_dir" in names
+    for name in names:
+        with pytest.raises(ParamError) as err:
+            STUDIES[study].from_mapping({**_smoke(study), name: "ckpts/here"}, source="x.yaml")
+        assert f"x.yaml: invalid parameters" in str(err.value)
+        assert f"key '{name}' = 'ckpts/here': must be an absolute path" in str(err.value)
+
+
+def test_a_relative_checkpoint_dir_is_refused_and_an_absolute_one_is_the_users_say_so(tmp_path):
+    study = STUDIES["01_gradient_flow"]
+    with pytest.raises(ParamError, match="key 'checkpoint_dir' = 'ck': must be an absolute path"):
+        study.from_mapping({**_smoke("01_gradient_flow"), "checkpoint_dir": "ck"}, source="x.yaml")
+    assert study.from_mapping({**_smoke("01_gradient_flow"), "checkpoint_dir": str(tmp_path)},
+                              source="x.yaml").checkpoint_dir == str(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_corpus_that_is_not_a_regular_file_is_called_so(tmp_path, kind):
+    path = {"fifo": tmp_path / "pipe", "device": "/dev/zero", "folder": tmp_path}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    with pytest.raises(ParamError) as err:
+        STUDIES["01_gradient_flow"].from_mapping({**_smoke("01_gradient_flow"), "corpus": "files",
+                                                  "text_file": str(path)}, source="x.yaml")
+    assert f"key 'text_file' = '{path}': {path} is not a regular file" in str(err.value)
+    assert "no such file" not in str(err.value)

@@ -196,12 +196,12 @@ def _progress_to_summaries(ipynb: Path) -> None:
     nbformat.write(nb, ipynb)
 
 
-def _append_markdown(ipynb: Path, text: str) -> None:
+def _insert_markdown(ipynb: Path, at: int, text: str) -> None:
     import nbformat
 
     if text:
         nb = nbformat.read(ipynb, as_version=4)
-        nb.cells.append(nbformat.v4.new_markdown_cell(text))
+        nb.cells.insert(at, nbformat.v4.new_markdown_cell(text))
         nbformat.write(nb, ipynb)
 
 
@@ -250,7 +250,7 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     load = load_at_start, machine_load.sample()
     if ipynb.is_file():
         _progress_to_summaries(ipynb)
-        _append_markdown(ipynb, machine_load.note(*load))
+        _insert_markdown(ipynb, 2, machine_load.note(*load))  # below the profile's banner
     _render_html(ipynb, stage / f"{name}.html", error)
     root = book.notebooks.parent
     manifest = {

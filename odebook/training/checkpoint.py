@@ -4,8 +4,9 @@ A checkpoint is one file: a first line ``odebook-checkpoint sha256=<hex>`` with 
 ``torch.save``'s bytes. It is written to a temporary file in the same folder, flushed to disk and renamed over the old
 one, so a run killed mid-write leaves the last good checkpoint in place and a half-written one is never read; the hash
 is checked on every load, so a file changed or damaged after it was written is refused, never used. ``save`` replaces
-and ``remove`` deletes only files that begin with that line: a file odebook did not write is never touched. ``fingerprint`` names a run's configuration (the parameters that affect it and odebook's own source),
-so a checkpoint is only resumed or reused by the run that made it.
+and ``remove`` deletes only files that begin with that line: a file odebook did not write is never touched.
+``fingerprint`` names a run's configuration (the parameters that affect it and odebook's own source), so a checkpoint
+is only resumed or reused by the run that made it.
 """
 
 from __future__ import annotations

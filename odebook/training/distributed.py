@@ -133,13 +133,19 @@ def collective_timeout() -> float:
     return seconds
 
 
-def _beats() -> Any:
-    return dist.PrefixStore("odebook/heartbeat/", dist.distributed_c10d._get_default_store())
+_HEARTBEATS: list = []  # this process's client of the rendezvous store, once the heartbeat runs
 
 
 def _start_heartbeat() -> None:
-    """A daemon thread that counts up in the store every HEARTBEAT_S: a stopped process stops counting."""
-    store, me, where = _beats(), str(rank()), f"{os.getpid()} {socket.gethostname()}"
+    """A daemon thread that counts up in the rendezvous store (MASTER_ADDR:MASTER_PORT, which torchrun and ``launch``
+    set) every HEARTBEAT_S: a stopped process stops counting. Without that store, no heartbeat (ranks go unnamed)."""
+    if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
+        return
+    client = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                           timeout=dt.timedelta(seconds=60))
+    store = dist.PrefixStore("odebook/heartbeat/", client)
+    me, where = str(rank()), f"{os.getpid()} {socket.gethostname()}"
+    _HEARTBEATS[:] = [store]
 
     def beat() -> None:
         with contextlib.suppress(Exception):  # the store goes away at the end of the job
@@ -152,7 +158,9 @@ def _start_heartbeat() -> None:
 
 def _silent_ranks() -> dict[int, tuple[int, str]]:
     """{rank: (pid, host)} of the ranks whose heartbeat did not advance over three beats."""
-    store, others = _beats(), [r for r in range(world_size()) if r != rank()]
+    if not _HEARTBEATS:
+        return {}
+    store, others = _HEARTBEATS[0], [r for r in range(world_size()) if r != rank()]
 
     def read() -> dict[int, list[str]]:
         return {r: store.get(str(r)).decode().split() for r in others}

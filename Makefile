@@ -32,26 +32,26 @@ setup:  ## create .venv (torch pinned first, then odebook[dev]; TORCH_BUILD=cpu:
 	@$(PY) -c 'from odebook.training.runtime import torch_build; print(torch_build())'
 
 # PROFILE, NOTEBOOKS and ODEBOOK_DATA reach the runner as data: their raw text (make functions in them are not
-# expanded) is exported as ODEBOOK_* variables and passed as one quoted argument each, never pasted into the shell;
-# a name that starts with '-' is a name (refused as unknown). The runner exits 2 when a parameter file, the profile or
+# expanded) is exported as MAKE_* variables (not ODEBOOK_PROFILE, which picks a profile in Lab) and passed as one
+# quoted argument each, never pasted into the shell; a name that starts with '-' is a name (refused as unknown). The runner exits 2 when a parameter file, the profile or
 # a notebook name is wrong or the notebook is already running (nothing ran), 1 when a notebook failed, 130 when
 # interrupted; make itself always exits 2 on an error, so the recipe says which it was (make's "Error N" too).
-export ODEBOOK_PROFILE   := $(value PROFILE)
-export ODEBOOK_NOTEBOOKS := $(value NOTEBOOKS)
-export ODEBOOK_DATA_ARG  := $(value ODEBOOK_DATA)
+export MAKE_PROFILE   := $(value PROFILE)
+export MAKE_NOTEBOOKS := $(value NOTEBOOKS)
+export MAKE_DATA      := $(value ODEBOOK_DATA)
 unexport PROFILE NOTEBOOKS
-RUNNER = $(if $(ODEBOOK_DATA_ARG),ODEBOOK_DATA="$$ODEBOOK_DATA_ARG") "$(PY)" -m odebook.book.runner --profile="$$ODEBOOK_PROFILE"
+RUNNER = $(if $(MAKE_DATA),ODEBOOK_DATA="$$MAKE_DATA") "$(PY)" -m odebook.book.runner --profile="$$MAKE_PROFILE"
 run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradient_flow ..."] [FRESH=1: ignore checkpoints]
-	@$(RUNNER) $(if $(FRESH),--fresh) --notebooks="$$ODEBOOK_NOTEBOOKS" || \
+	@$(RUNNER) $(if $(FRESH),--fresh) --notebooks="$$MAKE_NOTEBOOKS" || \
 	{ s=$$?; case $$s in 2) echo "run-all: invalid parameters, profile or notebook name: nothing ran (exit 2; or already running, as said above)" >&2;; \
-	  1) echo "run-all: a notebook failed; see outputs/$$ODEBOOK_PROFILE/index.html (exit 1)" >&2;; esac; exit $$s; }
+	  1) echo "run-all: a notebook failed; see outputs/$$MAKE_PROFILE/index.html (exit 1)" >&2;; esac; exit $$s; }
 
 reports:  ## refresh the committed reference reports: run-all PROFILE=cpu FRESH=1, copy to reports/cpu, README table
 	$(MAKE) run-all PROFILE=cpu FRESH=1
 	$(PY) -m odebook.book.reports publish --profile cpu
 
 check-reports:  ## say which committed reports (reports/<PROFILE>) no longer match the code; never fails for it
-	"$(PY)" -m odebook.book.reports check --profile="$$ODEBOOK_PROFILE"
+	"$(PY)" -m odebook.book.reports check --profile="$$MAKE_PROFILE"
 
 # ODEBOOK_DATA is made absolute here, from the folder make was run in: the kernels run in notebooks/.
 lab:  ## JupyterLab on notebooks/ ("Run all" uses params/<PROFILE>; ODEBOOK_DATA passed on), the venv's python3 kernel

@@ -1,13 +1,15 @@
 """How busy the machine was while a notebook ran: its step times and throughputs are only as good as that.
 
 ``sample`` reads the 1-minute load average; ``record`` says it for the manifest; ``note`` is the sentence a report
-gets when the machine was busier than its cores (then every timing in it is slower than on an idle machine)."""
+gets when the machine was busier than its cores (then every timing in it is slower than on an idle machine), which
+``annotate`` puts below the report's profile banner."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
-__all__ = ["sample", "record", "note"]
+__all__ = ["sample", "record", "note", "annotate"]
 
 
 def sample() -> float:
@@ -30,3 +32,14 @@ def note(start: float, end: float) -> str:
     return (f"> **Timings taken on a loaded machine.** Load average {start:.1f} when this run started and {end:.1f} "
             f"when it ended, on {cores} cores: other processes shared them, so the step times and throughputs here are "
             "slower than this machine gives when idle. The losses and verdicts do not depend on it.")
+
+
+def annotate(ipynb: Path, start: float, end: float) -> None:
+    """Insert ``note(start, end)``, if any, below the executed notebook's title and profile banner."""
+    import nbformat
+
+    text = note(start, end)
+    if text:
+        nb = nbformat.read(ipynb, as_version=4)
+        nb.cells.insert(2, nbformat.v4.new_markdown_cell(text))
+        nbformat.write(nb, ipynb)

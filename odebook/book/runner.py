@@ -196,15 +196,6 @@ def _progress_to_summaries(ipynb: Path) -> None:
     nbformat.write(nb, ipynb)
 
 
-def _insert_markdown(ipynb: Path, at: int, text: str) -> None:
-    import nbformat
-
-    if text:
-        nb = nbformat.read(ipynb, as_version=4)
-        nb.cells.insert(at, nbformat.v4.new_markdown_cell(text))
-        nbformat.write(nb, ipynb)
-
-
 def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str,
                  fresh: bool = False) -> RunResult:
     """Execute one notebook in a staging folder and move it into place (see the module docstring). Its runs keep
@@ -250,7 +241,7 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     load = load_at_start, machine_load.sample()
     if ipynb.is_file():
         _progress_to_summaries(ipynb)
-        _insert_markdown(ipynb, 2, machine_load.note(*load))  # below the profile's banner
+        machine_load.annotate(ipynb, *load)
     _render_html(ipynb, stage / f"{name}.html", error)
     root = book.notebooks.parent
     manifest = {

@@ -173,7 +173,9 @@ def test_divergence_at_the_first_step_names_the_initial_scale_not_the_learning_r
     from odebook.models.arms import HybridConfig
 
     torch.manual_seed(0)
-    model = HybridConfig(vocab_size=50, d_model=16, n_layer=4, n_head=2, max_seq_len=16, alpha_init=1e30).hybrid()
+    model = HybridConfig(vocab_size=50, d_model=16, n_layer=4, n_head=2, max_seq_len=16, ode_layers=(2, 3),
+                         solver="euler", steps=4, sensitivity="direct", rtol=1e-3, atol=1e-4, control_dim=4,
+                         alpha_init=1e30).hybrid()
     with pytest.raises(DivergenceError) as info:
         train(model, random_batches(TOKENS, 4, 16, seed=0), fixed_batches(TOKENS, 2, 4, 16),
               TrainConfig(steps=3, lr=1e-3, eval_interval=3), CPU, progress=False)

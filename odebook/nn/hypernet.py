@@ -63,8 +63,9 @@ class HyperBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, t: float, h: float) -> torch.Tensor:
         w = self.weights(t)
-        a = F.layer_norm(x, (self.d,), w["ln1_w"], w["ln1_b"])
-        m = F.layer_norm(x, (self.d,), w["ln2_w"], w["ln2_b"])
+        # Under autocast the generated LayerNorm weights come out in half precision; CUDA's layer_norm casts them to
+        # the input's fp32, the CPU's refuses mixed dtypes ("expect parameter to have scalar type of Float").
+        a, m = (F.layer_norm(x, (self.d,), w[f"ln{k}_w"].to(x.dtype), w[f"ln{k}_b"].to(x.dtype)) for k in "12")
         update = causal_attention(a, w["qkv_w"], w["qkv_b"], w["proj_w"], w["proj_b"], self.n_head) \
             + gelu_mlp(m, w["fc_w"], w["fc_b"], w["out_w"], w["out_b"])
         return x + h * update

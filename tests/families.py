@@ -1,0 +1,20 @@
+"""Every model family of the book at a tiny shape, for the tests that run each of them (causality on the GPU, the
+precision policies on the CPU and the GPU)."""
+
+from odebook.models import lm as models
+
+V, D, H, T = 61, 32, 4, 40
+SHAPE = dict(vocab_size=V, d_model=D, n_head=H, max_seq_len=T)
+FAMILIES = {
+    "baseline": lambda: models.gpt(**SHAPE, n_layer=4),
+    "hybrid-rk4": lambda: models.ode_hybrid(**SHAPE, n_layer=4, ode_layers=[1, 2], solver="rk4", steps=2),
+    "hybrid-rk4-adjoint": lambda: models.ode_hybrid(**SHAPE, n_layer=4, ode_layers=[1, 2], solver="rk4", steps=2,
+                                                    sensitivity="adjoint"),
+    "hybrid-midpoint-reversible": lambda: models.ode_hybrid(**SHAPE, n_layer=4, ode_layers=[1, 2],
+                                                            solver="midpoint", steps=3, sensitivity="reversible"),
+    "tong": lambda: models.time_indexed("tong", **SHAPE, n_layer=4),
+    "ti_mlp": lambda: models.time_indexed("ti_mlp", **SHAPE, n_layer=4),
+    "ti_ssm": lambda: models.time_indexed("ti_ssm", **SHAPE, n_layer=4),
+    "gdn-swa": lambda: models.pattern_lm("GGS", **SHAPE, window=8),
+    "gdn-state-read": lambda: models.pattern_lm("GGS", **SHAPE, window=8, state_read=True, local_path="drop_0.7"),
+}

@@ -10,6 +10,8 @@ TORCH_SPEC  ?= torch==2.13.0
 TORCH_BUILD ?=
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 TORCH_PIP_ARGS ?= $(if $(filter cpu,$(TORCH_BUILD)),--index-url $(TORCH_CPU_INDEX))
+# gpu-check: triton, for the interpreted check of fla-core's kernels on the CPU (EXTRAS=dev leaves it out)
+EXTRAS      ?= dev,gpu-check
 PROFILE     ?= cpu
 NOTEBOOKS   ?=
 ODEBOOK_DATA ?=
@@ -24,11 +26,11 @@ help:  ## list the targets
 
 # No kernel is registered for the user: the venv's own Jupyter (make lab, .venv/bin/papermill) runs the notebooks'
 # "python3" kernel with the venv's python, so two checkouts never run each other's code.
-setup:  ## create .venv (torch pinned first, then odebook[dev]; TORCH_BUILD=cpu: PyTorch's CPU-only wheels) and say which torch build it holds
+setup:  ## create .venv (torch pinned first, then odebook[dev,gpu-check]; TORCH_BUILD=cpu: PyTorch's CPU-only wheels) and say which torch build it holds
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(PY) -m pip install -e ".[dev]"
+	$(PY) -m pip install -e ".[$(EXTRAS)]"
 	@$(PY) -c 'from odebook.training.runtime import torch_build; print(torch_build())'
 
 # PROFILE, NOTEBOOKS and ODEBOOK_DATA reach the runner as data: their raw text (make functions in them are not

@@ -141,6 +141,12 @@ from odebook.training.train import TrainConfig
 p, out, precision = notebook.start(TimeIndexedParams, globals())
 print(f"LayerNorms of the gated models: {p.norm}; Tong's time MLPs: {p.tong_time_mlp}")
 
+# %%
+# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.study.budget)
+from odebook.study.budget import estimate
+
+print(estimate(p, precision).line())
+
 # %% [markdown]
 # ## Data
 

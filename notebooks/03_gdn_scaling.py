@@ -132,6 +132,12 @@ seeds = range(p.seed, p.seed + p.n_seeds)
 size_name = lambda i: f"d{p.ladder_d[i]}×{p.ladder_layers[i]}"  # noqa: E731
 print(f"sizes (width × GDN layers): {[size_name(i) for i in range(len(p.ladder_d))]}; tokenizer {tok.name}")
 
+# %%
+# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.study.budget)
+from odebook.study.budget import estimate
+
+print(estimate(p, precision).line())
+
 # %% [markdown]
 # ## Mechanism validation
 # Orthonormal keys, β = 1, g = 0: after writing value i under key i, reading with key i must return value i

@@ -138,6 +138,12 @@ tok = data.get_tokenizer(p.tokenizer)
 seeds = list(range(p.seed, p.seed + p.n_seeds))
 arms = p.arms()  # name → configuration (odebook.models.configs.PatternConfig)
 
+# %%
+# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.study.budget)
+from odebook.study.budget import estimate
+
+print(estimate(p, precision).line())
+
 # %% [markdown]
 # ## Data
 

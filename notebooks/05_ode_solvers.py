@@ -140,6 +140,12 @@ from odebook.training.train import TrainConfig
 
 p, out, precision = notebook.start(ODESolverParams, globals())
 
+# %%
+# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.study.budget)
+from odebook.study.budget import estimate
+
+print(estimate(p, precision).line())
+
 # %% [markdown]
 # ## Data
 

@@ -269,6 +269,20 @@ def write_index(book: Book, profile: str) -> Path:
                              profile)
 
 
+def print_budget(params: Params) -> None:
+    """The line each study notebook prints before its first step (odebook.study.budget), printed before it runs; a
+    notebook without a plan prints nothing, and an estimate that fails says so and stops nothing."""
+    from odebook.study import budget
+    from odebook.training.runtime import precision_for, resolve_device
+
+    if params.study in budget.PLANS:
+        try:
+            line = budget.estimate(params, precision_for(resolve_device(params.device))).line()
+        except Exception as err:  # the notebook itself will raise it where it matters
+            line = f"budget {params.study}: could not estimate ({type(err).__name__}: {err})"
+        print(line, flush=True)
+
+
 # -- entry point --------------------------------------------------------------------------------------------------
 def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bool = False) -> list[RunResult]:
     """Validate all, run each, write the index. Raises ParamError before any compute when parameters are wrong."""
@@ -281,6 +295,7 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
         for i, name in enumerate(names, 1):
             print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
             params, overrides = checked[name]
+            print_budget(params)
             res = run_notebook(book, profile, name, params, overrides, kernel, fresh)
             reason = "" if res.ok else f": {one_line(res.error)}"
             print(f"{'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s{reason}", flush=True)

@@ -293,9 +293,9 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
         for name in names:  # all or nothing: a run that would meet another is refused before any compute
             locks.enter_context(publish.run_lock(book.profile_outputs(profile), name))
         for i, name in enumerate(names, 1):
-            print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
             params, overrides = checked[name]
             print_budget(params)
+            print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
             res = run_notebook(book, profile, name, params, overrides, kernel, fresh)
             reason = "" if res.ok else f": {one_line(res.error)}"
             print(f"{'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s{reason}", flush=True)

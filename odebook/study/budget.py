@@ -30,7 +30,7 @@ from torch import nn
 
 from odebook.data.corpus import get_tokenizer
 from odebook.models.arms import gradient_flow_arms
-from odebook.models.lm import lm_loss, pattern_lm, time_indexed
+from odebook.models.lm import lm_loss
 from odebook.nn.ode import STAGES
 from odebook.params import Params
 from odebook.study.flops import count_flops
@@ -72,26 +72,22 @@ def _gradient_flow(p: Params, vocab: int) -> list[Runs]:
 
 def _time_indexed(p: Params, vocab: int) -> list[Runs]:
     runs = len(p.lr_grid) + p.n_seeds - 1  # the grid on the first seed, then the other seeds at the chosen rate
-    return [_lm_runs(p, name, functools.partial(time_indexed, name, **p.model_config(vocab)), runs)
-            for name in p.models]
+    return [_lm_runs(p, name, functools.partial(p.model_config(vocab).build, name), runs) for name in p.models]
 
 
 def _gdn_scaling(p: Params, vocab: int) -> list[Runs]:
     runs = len(p.lr_grid) + p.n_seeds - 1
-    ladder = [_lm_runs(p, s, functools.partial(pattern_lm, **p.size_config(i, s)), runs)
-              for s in p.series for i in range(len(p.ladder_d))]
-    niah = [Runs("gdn", functools.partial(pattern_lm, **p.size_config(i, "gdn")), p.n_seeds, p.niah_steps,
-                 p.niah_batch_size, p.max_seq_len) for i in p.niah_sizes]
+    ladder = [_lm_runs(p, s, p.size_config(i, s).build, runs) for s in p.series for i in range(len(p.ladder_d))]
+    niah = [Runs("gdn", p.size_config(i, "gdn").build, p.n_seeds, p.niah_steps, p.niah_batch_size, p.max_seq_len)
+            for i in p.niah_sizes]
     return ladder + niah
 
 
 def _mixed_training(p: Params, vocab: int) -> list[Runs]:
-    arms = list(p.bottlenecks) + (["control"] if p.control else [])
     shape = {"lm": (p.batch_size, p.seq_len, 1), "niah": (p.niah_batch_size, p.max_seq_len, 1),
              "mixed": (max(p.batch_size, p.niah_batch_size), p.max_seq_len, 2)}
-    return [_lm_runs(p, "control" if arm == "control" else "hybrid", functools.partial(pattern_lm, **p.arm_config(arm)),
-                     p.n_seeds, batch_size=shape[r][0], seq_len=shape[r][1], passes=shape[r][2])
-            for arm in arms for r in p.regimes]
+    return [_lm_runs(p, "hybrid" if arm.state_read else "control", arm.build, p.n_seeds, batch_size=shape[r][0],
+                     seq_len=shape[r][1], passes=shape[r][2]) for arm in p.arms().values() for r in p.regimes]
 
 
 def _ode_solvers(p: Params, vocab: int) -> list[Runs]:

@@ -36,6 +36,7 @@ from odebook.book import reports
 from odebook.book.profile import PROFILE_ENV
 from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, validate_values
+from odebook.study import budget
 from odebook.training.runtime import ALLOCATOR_ENV, device_name, resolve_device
 
 __all__ = ["Book", "RunResult", "run_book", "main"]
@@ -269,20 +270,6 @@ def write_index(book: Book, profile: str) -> Path:
                              profile)
 
 
-def print_budget(params: Params) -> None:
-    """The line each study notebook prints before its first step (odebook.study.budget), printed before it runs; a
-    notebook without a plan prints nothing, and an estimate that fails says so and stops nothing."""
-    from odebook.study import budget
-    from odebook.training.runtime import precision_for, resolve_device
-
-    if params.study in budget.PLANS:
-        try:
-            line = budget.estimate(params, precision_for(resolve_device(params.device))).line()
-        except Exception as err:  # the notebook itself will raise it where it matters
-            line = f"budget {params.study}: could not estimate ({type(err).__name__}: {err})"
-        print(line, flush=True)
-
-
 # -- entry point --------------------------------------------------------------------------------------------------
 def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bool = False) -> list[RunResult]:
     """Validate all, run each, write the index. Raises ParamError before any compute when parameters are wrong."""
@@ -294,7 +281,8 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
             locks.enter_context(publish.run_lock(book.profile_outputs(profile), name))
         for i, name in enumerate(names, 1):
             params, overrides = checked[name]
-            print_budget(params)
+            if line := budget.announce(params):  # what the notebook will cost, as it prints it itself
+                print(line, flush=True)
             print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
             res = run_notebook(book, profile, name, params, overrides, kernel, fresh)
             reason = "" if res.ok else f": {one_line(res.error)}"

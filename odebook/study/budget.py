@@ -35,10 +35,10 @@ from odebook.nn.ode import STAGES
 from odebook.params import Params
 from odebook.study.flops import count_flops
 from odebook.study.measure import peak_memory
-from odebook.training.runtime import Precision
+from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
 
-__all__ = ["Runs", "Budget", "plan", "estimate", "T4_FLOPS", "T4_FRACTION", "T4_MEMORY"]
+__all__ = ["Runs", "Budget", "plan", "estimate", "announce", "T4_FLOPS", "T4_FRACTION", "T4_MEMORY"]
 
 T4_FLOPS = 65e12  # fp16 tensor-core peak (NVIDIA's T4 datasheet)
 T4_FRACTION = 0.25
@@ -206,3 +206,14 @@ def estimate(params: Params, precision: Precision) -> Budget:
     peak = peak_memory(step, precision.device) + 12 * n_params
     return Budget(params.study, seconds, total_flops, peak, f"{runs.family}, {n_params / 1e6:.1f}M parameters",
                   precision.device.type)
+
+
+def announce(params: Params) -> str:
+    """The line the runner prints before a notebook runs: empty for a notebook without a plan, and a note instead of
+    an error when the estimate fails (the notebook itself raises it, where it matters)."""
+    if params.study not in PLANS:
+        return ""
+    try:
+        return estimate(params, precision_for(resolve_device(params.device))).line()
+    except Exception as err:
+        return f"budget {params.study}: could not estimate ({type(err).__name__}: {err})"

@@ -65,13 +65,9 @@ def test_the_smoke_estimate_is_within_a_factor_of_two_of_the_smoke_runs(root, mo
     assert 0.5 <= measured / estimate.seconds <= 2, (measured, estimate.line())
 
 
-def test_the_runner_prints_the_line_before_a_study_and_nothing_for_a_notebook_without_a_plan(root, monkeypatch,
-                                                                                              capsys):
-    from odebook.book import runner
-
+def test_the_runner_announces_a_study_and_nothing_for_a_notebook_without_a_plan(root, monkeypatch):
+    """odebook.book.runner prints budget.announce(params) before each notebook."""
     monkeypatch.chdir(root)
-    runner.print_budget(params("smoke", "01_gradient_flow"))
-    assert capsys.readouterr().out.startswith("budget 01_gradient_flow: ≈ ")
+    assert budget.announce(params("smoke", "01_gradient_flow")).startswith("budget 01_gradient_flow: ≈ ")
     monkeypatch.setattr(budget, "PLANS", {})
-    runner.print_budget(params("smoke", "01_gradient_flow"))
-    assert capsys.readouterr().out == ""
+    assert budget.announce(params("smoke", "01_gradient_flow")) == ""

@@ -3,8 +3,8 @@ peak memory of its largest model at the profile's shapes, and the estimate on a 
 
 The time: each study's training runs (``plan``: how many runs of which model, how many steps at which batch shape)
 cost their FLOPs (odebook.study.flops: one counted training step per model, evaluations at a third of a step) at a
-rate measured on this device by a short timed probe — three steps of the training loop itself, the median of the
-last two — of the largest model of each family (a model whose FLOPs torch cannot count is probed itself). Start-up, data loading, tables, figures and retrieval scoring are not counted.
+rate measured on this device by a short timed probe — six steps of the training loop itself, the median of the
+last five — of the largest model of each family (a model whose FLOPs torch cannot count is probed itself). Start-up, data loading, tables, figures and retrieval scoring are not counted.
 Retrieval batches (studies 03 and 04) are counted at the full ``max_seq_len``, an upper bound.
 
 The memory: the largest model's training step (odebook.study.measure.peak_memory: activations, gradients and
@@ -167,9 +167,10 @@ def _flops(runs: Runs, vocab: int, precision: Precision) -> float:
         return math.nan
 
 
-def _seconds_per_step(runs: Runs, vocab: int, precision: Precision, steps: int = 3) -> float:
+def _seconds_per_step(runs: Runs, vocab: int, precision: Precision, steps: int = 6) -> float:
     """The training loop itself (odebook.training.train) for ``steps`` steps: the median of the steps after the
-    first (which allocates and warms caches)."""
+    first (which allocates and warms caches). Five of them, not two: a small model's step is ~10 ms and one stray
+    step of 100 ms or more (another process, the allocator) made a median of two 5× too high."""
     batch = _batch(runs, vocab, precision.device)
     hist = train(runs.build().to(precision.device), itertools.repeat(batch), [batch],
                  TrainConfig(steps=steps, lr=1e-4, eval_interval=steps), precision, loss_fn=_loss(runs),

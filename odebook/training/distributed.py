@@ -20,8 +20,10 @@ dropout match a single-process run in distribution, not bit for bit.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as dt
+import itertools
 import os
 import signal
 import socket
@@ -134,26 +136,41 @@ def collective_timeout() -> float:
 
 
 _HEARTBEATS: list = []  # this process's client of the rendezvous store, once the heartbeat runs
+_BEATING: list = []  # (stop event, thread) of this process's heartbeat
 
 
 def _start_heartbeat() -> None:
     """A daemon thread that counts up in the rendezvous store (MASTER_ADDR:MASTER_PORT, which torchrun and ``launch``
-    set) every HEARTBEAT_S: a stopped process stops counting. Without that store, no heartbeat (ranks go unnamed)."""
+    set) every HEARTBEAT_S: a stopped process stops counting. Without that store, no heartbeat (ranks go unnamed).
+    It is stopped and joined at exit (``_stop_heartbeat``): a thread left inside the store's C++ client while the
+    interpreter shuts down aborts the process ("terminate called without an active exception")."""
     if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
         return
     client = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
                            timeout=dt.timedelta(seconds=60))
     store = dist.PrefixStore("odebook/heartbeat/", client)
     me, where = str(rank()), f"{os.getpid()} {socket.gethostname()}"
-    _HEARTBEATS[:] = [store]
+    stop = threading.Event()
 
     def beat() -> None:
         with contextlib.suppress(Exception):  # the store goes away at the end of the job
-            for n in iter(int, 1):
+            for n in itertools.count():
                 store.set(me, f"{n} {where}")
-                time.sleep(HEARTBEAT_S)
+                if stop.wait(HEARTBEAT_S):
+                    return
 
-    threading.Thread(target=beat, name="odebook-heartbeat", daemon=True).start()
+    thread = threading.Thread(target=beat, name="odebook-heartbeat", daemon=True)
+    _HEARTBEATS[:], _BEATING[:] = [store], [(stop, thread)]
+    thread.start()
+    atexit.register(_stop_heartbeat)
+
+
+def _stop_heartbeat() -> None:
+    """Stop this process's heartbeat and wait for its thread to leave the store (at most one beat)."""
+    for stop, thread in _BEATING:
+        stop.set()
+        thread.join(timeout=5 * HEARTBEAT_S)
+    _BEATING.clear()
 
 
 def _silent_ranks() -> dict[int, tuple[int, str]]:
@@ -202,8 +219,11 @@ def _comm_device() -> torch.device:
 def _joined(fn: Callable[..., Any], *args: Any) -> Any:
     """What each launched process runs: join the process group, then ``fn(*args)``."""
     init()
-    with watched():
-        return fn(*args)
+    try:
+        with watched():
+            return fn(*args)
+    finally:
+        _stop_heartbeat()
 
 
 def launch(fn: Callable[..., Any], *args: Any, nprocs: int | None = None) -> dict[int, Any]:

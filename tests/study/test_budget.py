@@ -1,6 +1,7 @@
 """The budget a study prints before its first step (odebook.study.budget): what each study's plan trains, the line
 a person reads, and the estimate against the measured time of the runs it estimates."""
 
+import os
 import time
 
 import pytest
@@ -11,6 +12,7 @@ from odebook.models.arms import gradient_flow_arms
 from odebook.params import validate_file
 from odebook.study import budget
 from odebook.study.experiment import run_seeds
+from odebook.study.task import lm_task
 from odebook.training.runtime import precision_for
 from odebook.training.train import TrainConfig
 
@@ -52,15 +54,20 @@ def test_the_line_says_the_time_here_on_a_t4_and_whether_it_fits():
 
 @pytest.mark.slow
 def test_the_smoke_estimate_is_within_a_factor_of_two_of_the_smoke_runs(root, monkeypatch):
-    """Study 01's smoke runs, as its notebook makes them (every arm, every seed), timed against the estimate."""
+    """Study 01's smoke runs, as its notebook makes them (every arm, every seed), timed against the estimate. Two
+    wall-clock timings compared: on a machine busier than its cores (other processes stretch one and not the other)
+    the comparison says nothing, so it is skipped there, with the load in the reason."""
+    load = os.getloadavg()[0]
+    if load > (os.cpu_count() or 1):
+        pytest.skip(f"load average {load:.1f} on {os.cpu_count()} cores: wall-clock timings are not comparable")
     monkeypatch.chdir(root)
     p = params("smoke", "01_gradient_flow")
     estimate = budget.estimate(p, CPU)
     splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), data.get_tokenizer(p.tokenizer))
     t0 = time.perf_counter()
-    run_seeds(gradient_flow_arms(p.model_config(splits.vocab_size)), splits, TrainConfig.from_params(p), CPU,
-              seeds=range(p.seed, p.seed + p.n_seeds), batch_size=p.batch_size, seq_len=p.seq_len,
-              eval_batches=p.eval_batches, progress=False)
+    task = lm_task(splits, batch_size=p.batch_size, seq_len=p.seq_len, eval_batches=p.eval_batches)
+    run_seeds(gradient_flow_arms(p.model_config(splits.vocab_size)), task, TrainConfig.from_params(p), CPU,
+              seeds=range(p.seed, p.seed + p.n_seeds), progress=False)
     measured = time.perf_counter() - t0
     assert 0.5 <= measured / estimate.seconds <= 2, (measured, estimate.line())
 

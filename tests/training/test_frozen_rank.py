@@ -25,3 +25,35 @@ def test_a_stopped_rank_ends_the_job_with_a_message_naming_it(root):
     assert f"a collective waited {TIMEOUT_S} s (ODEBOOK_COLLECTIVE_TIMEOUT_S)" in done.stderr, done.stderr[-3000:]
     assert "stopped answering: rank 1 (pid " in done.stderr
     assert seconds < LIMIT_S, f"the job ended {seconds:.0f} s after rank 1 stopped"
+
+
+def test_the_heartbeat_advances_and_stops_cleanly(monkeypatch):
+    """A live rank's count must advance (a count that stays put names a healthy rank as frozen, and watched() would
+    end it), and the thread must leave the store when told to stop (a thread inside the store's client at exit
+    aborts the process)."""
+    import datetime as dt
+    import socket
+    import time
+
+    import torch.distributed as dist
+
+    from odebook.training import distributed
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    master = dist.TCPStore("127.0.0.1", port, is_master=True, timeout=dt.timedelta(seconds=10))
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    monkeypatch.setattr(distributed, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(distributed, "rank", lambda: 0)
+    distributed._start_heartbeat()
+    try:
+        store = dist.PrefixStore("odebook/heartbeat/", master)
+        first = int(store.get("0").decode().split()[0])
+        time.sleep(0.3)
+        assert int(store.get("0").decode().split()[0]) > first
+    finally:
+        (_, thread), = distributed._BEATING
+        distributed._stop_heartbeat()
+    assert not thread.is_alive() and distributed._BEATING == []

@@ -169,8 +169,8 @@ def _flops(runs: Runs, vocab: int, precision: Precision) -> float:
 
 def _seconds_per_step(runs: Runs, vocab: int, precision: Precision, steps: int = 6) -> float:
     """The training loop itself (odebook.training.train) for ``steps`` steps: the median of the steps after the
-    first (which allocates and warms caches). Five of them, not two: a small model's step is ~10 ms and one stray
-    step of 100 ms or more (another process, the allocator) made a median of two 5× too high."""
+    first (which allocates and warms caches). Five of them, not two: a small model's step is short, and one stray
+    slow step (another process, the allocator) in a median of two makes the whole estimate several times too high."""
     batch = _batch(runs, vocab, precision.device)
     hist = train(runs.build().to(precision.device), itertools.repeat(batch), [batch],
                  TrainConfig(steps=steps, lr=1e-4, eval_interval=steps), precision, loss_fn=_loss(runs),

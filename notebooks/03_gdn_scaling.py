@@ -134,9 +134,9 @@ print(f"sizes (width × GDN layers): {[size_name(i) for i in range(len(p.ladder_
 
 # %%
 # What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.study.budget)
-from odebook.study.budget import estimate
+from odebook.study import budget
 
-print(estimate(p, precision).line())
+print(budget.line(p, precision))  # the runner's estimate where it made one
 
 # %% [markdown]
 # ## Mechanism validation

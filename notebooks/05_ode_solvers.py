@@ -142,9 +142,9 @@ p, out, precision = notebook.start(ODESolverParams, globals())
 
 # %%
 # What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.study.budget)
-from odebook.study.budget import estimate
+from odebook.study import budget
 
-print(estimate(p, precision).line())
+print(budget.line(p, precision))  # the runner's estimate where it made one
 
 # %% [markdown]
 # ## Data

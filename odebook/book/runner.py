@@ -281,10 +281,12 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
             locks.enter_context(publish.run_lock(book.profile_outputs(profile), name))
         for i, name in enumerate(names, 1):
             params, overrides = checked[name]
-            if line := budget.announce(params):  # what the notebook will cost, as it prints it itself
+            line, handed = budget.announce(params)  # what the notebook will cost; its kernel prints the same line
+            if line:
                 print(line, flush=True)
             print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
-            res = run_notebook(book, profile, name, params, overrides, kernel, fresh)
+            with mock.patch.dict(os.environ, handed):
+                res = run_notebook(book, profile, name, params, overrides, kernel, fresh)
             reason = "" if res.ok else f": {one_line(res.error)}"
             print(f"{'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s{reason}", flush=True)
             results.append(res)

@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import os
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -38,7 +39,7 @@ from odebook.study.measure import peak_memory
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
 
-__all__ = ["Runs", "Budget", "plan", "estimate", "announce", "T4_FLOPS", "T4_FRACTION", "T4_MEMORY"]
+__all__ = ["Runs", "Budget", "plan", "estimate", "announce", "line", "HANDED", "T4_FLOPS", "T4_FRACTION", "T4_MEMORY"]
 
 T4_FLOPS = 65e12  # fp16 tensor-core peak (NVIDIA's T4 datasheet)
 T4_FRACTION = 0.25
@@ -209,12 +210,23 @@ def estimate(params: Params, precision: Precision) -> Budget:
                   precision.device.type)
 
 
-def announce(params: Params) -> str:
-    """The line the runner prints before a notebook runs: empty for a notebook without a plan, and a note instead of
-    an error when the estimate fails (the notebook itself raises it, where it matters)."""
+HANDED = "ODEBOOK_BUDGET"  # "<study>\t<line>": the runner's estimate, handed to the kernel it starts for that study
+
+
+def announce(params: Params) -> tuple[str, dict[str, str]]:
+    """The line the runner prints before a notebook runs (empty for a notebook without a plan; a note instead of an
+    error when the estimate fails, which the notebook itself then raises), and the environment that hands a good
+    estimate to the notebook's kernel, so that ``line`` there does not probe and count everything again."""
     if params.study not in PLANS:
-        return ""
+        return "", {}
     try:
-        return estimate(params, precision_for(resolve_device(params.device))).line()
+        text = estimate(params, precision_for(resolve_device(params.device))).line()
     except Exception as err:
-        return f"budget {params.study}: could not estimate ({type(err).__name__}: {err})"
+        return f"budget {params.study}: could not estimate ({type(err).__name__}: {err})", {}
+    return text, {HANDED: f"{params.study}\t{text}"}
+
+
+def line(params: Params, precision: Precision) -> str:
+    """The budget line a notebook prints: the runner's, where it handed one over for this study, else estimated."""
+    study, _, handed = os.environ.get(HANDED, "").partition("\t")
+    return handed if study == params.study and handed else estimate(params, precision).line()

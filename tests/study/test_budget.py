@@ -75,6 +75,19 @@ def test_the_smoke_estimate_is_within_a_factor_of_two_of_the_smoke_runs(root, mo
 def test_the_runner_announces_a_study_and_nothing_for_a_notebook_without_a_plan(root, monkeypatch):
     """odebook.book.runner prints budget.announce(params) before each notebook."""
     monkeypatch.chdir(root)
-    assert budget.announce(params("smoke", "01_gradient_flow")).startswith("budget 01_gradient_flow: ≈ ")
+    line, handed = budget.announce(params("smoke", "01_gradient_flow"))
+    assert line.startswith("budget 01_gradient_flow: ≈ ")
     monkeypatch.setattr(budget, "PLANS", {})
-    assert budget.announce(params("smoke", "01_gradient_flow")) == ""
+    assert budget.announce(params("smoke", "01_gradient_flow")) == ("", {})
+
+
+def test_the_notebook_prints_the_runners_estimate_instead_of_making_it_again(monkeypatch):
+    """The kernel the runner starts gets its line (budget.HANDED) and does not probe again; another study's line, or
+    none, and the notebook estimates itself."""
+    p = params("smoke", "01_gradient_flow")
+    monkeypatch.setattr(budget, "estimate", lambda *a: pytest.fail("estimated again"))
+    monkeypatch.setenv(budget.HANDED, "01_gradient_flow\tbudget 01_gradient_flow: ≈ 9 s here")
+    assert budget.line(p, CPU) == "budget 01_gradient_flow: ≈ 9 s here"
+    monkeypatch.setenv(budget.HANDED, "02_time_indexed\tbudget 02_time_indexed: ≈ 9 s here")
+    with pytest.raises(pytest.fail.Exception, match="estimated again"):
+        budget.line(p, CPU)

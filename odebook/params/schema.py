@@ -129,7 +129,9 @@ class Params:
         cls.__annotations__ = annotations
 
     seed: int = spec(0, ge=0, help="first seed; seed i of n_seeds is seed + i")
-    n_seeds: int = spec(1, ge=1, le=20, help="independent training runs per model")
+    n_seeds: int = spec(1, ge=1, le=20, help="independent training runs per model (the cap of the looks)")
+    looks: list[int] = spec([], ge=2, help="interim looks: seed counts below n_seeds at which the primary claims are "
+                            "examined and the study stops once they are settled (study.looks); [] = n_seeds at once")
     device: str = spec("auto", choices=("auto", "cpu", "cuda"), help="auto = cuda when available")
     output_dir: str = spec("", path=True, help="where figures and results go; '' = outputs/interactive/<study>; "
                            "the runner sets it (a profile file may not)")
@@ -184,6 +186,9 @@ class Params:
         errors = []
         if self.seed + self.n_seeds - 1 > INT_LIMIT:
             errors.append(f"key 'seed' = {self.seed}: seed + n_seeds - 1 must be <= {INT_LIMIT} (numpy's seed range)")
+        if self.looks and (sorted(set(self.looks)) != list(self.looks) or self.looks[-1] >= self.n_seeds):
+            errors.append(f"key 'looks' = {list(self.looks)}: must increase and stay below n_seeds = {self.n_seeds} "
+                          "(the last look)")
         if self.device == "cuda":
             import torch
 

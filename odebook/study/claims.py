@@ -35,8 +35,8 @@ from scipy import stats as sps
 from odebook.study import power as pw
 from odebook.study.stats import NEEDS, Interval, Verdict, holm, mean_ci
 
-__all__ = ["KINDS", "DIRECTIONS", "Claim", "PartTest", "p_values", "part_test", "Settled", "settle", "declaration",
-           "paired"]
+__all__ = ["KINDS", "DIRECTIONS", "Claim", "PartTest", "p_values", "part_test", "seeds_needed", "Settled", "settle",
+           "declaration", "paired"]
 
 KINDS = ("superiority", "equivalence", "non-inferiority", "gate", "descriptive")
 DIRECTIONS = ("lower", "higher", "two-sided")
@@ -168,6 +168,14 @@ def _needs(claim: Claim, t: PartTest, alpha: float, target: float) -> tuple[int 
     return (one(m), one(m + observed)) if claim.kind == "non-inferiority" else (one(m), one(observed))
 
 
+def seeds_needed(claim: Claim, tests: Sequence[PartTest], level: float, power: float = 0.8
+                 ) -> tuple[int | None, int | None]:
+    """Seeds for ``power`` at ``level`` at the margin and at the observed effect, the most any part needs (None:
+    no number of seeds would do)."""
+    per_part = [_needs(claim, t, level, power) for t in tests]
+    return tuple(None if any(n[i] is None for n in per_part) else max(n[i] for n in per_part) for i in (0, 1))
+
+
 @dataclass(frozen=True)
 class Settled:
     """A claim's verdict with what it rests on: its parts' tests, the intersection–union p of holding and of
@@ -191,7 +199,8 @@ class Settled:
                           for name, t in zip(c.comparisons, self.tests))
         out = [parts] if parts else []
         if c.kind != "descriptive" and self.tests:
-            out.append(f"p = {self.p_hold:.3g}" + (f", Holm p = {self.p_adjusted:.3g}" if c.kind in TESTED else ""))
+            adjusted = c.kind in TESTED and math.isfinite(self.p_adjusted)
+            out.append(f"p = {self.p_hold:.3g}" + (f", Holm p = {self.p_adjusted:.3g}" if adjusted else ""))
         if self.outcome.startswith("inconclusive") and c.kind in TESTED:
             at_margin, at_observed = (f"≈ {n}" if n else f"more than {pw.MAX_SEEDS:,}" for n in self.needs)
             out.append(f"{self.power:.0%} power needs {at_margin} seeds at the margin, {at_observed} at the "
@@ -263,10 +272,7 @@ def settle(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], *, al
             elif q_fail < alpha:
                 outcome, needs = "not held", (None, None)
             else:
-                level = alpha / len(rows)  # the level the claim must reach wherever Holm's steps put it
-                per_part = [_needs(c, t, level, power) for t in tests]
-                needs = tuple(None if any(n[i] is None for n in per_part) else max(n[i] for n in per_part)
-                              for i in (0, 1))
+                needs = seeds_needed(c, tests, alpha / len(rows), power)  # the level wherever Holm puts it
                 outcome = NEEDS.format(n=needs[0]) if needs[0] else "inconclusive"
             done[c.name] = Settled(c, outcome, tests, p_hold, p_fail, q_hold, name, needs, power=power)
     return [done[n] for n in names]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -27,7 +27,7 @@ from scipy import integrate, optimize, stats
 
 from odebook.study.claims import Claim, p_values
 
-__all__ = ["spent", "boundaries", "Look", "Decision", "decide", "decide_all", "Operating", "operating"]
+__all__ = ["spent", "boundaries", "Look", "Decision", "decide", "decide_claim", "decide_all", "Operating", "operating"]
 
 
 def spent(t: float, alpha: float) -> float:
@@ -109,14 +109,20 @@ class Decision:
     n: int
     next_n: int | None
     looks: tuple[Look, ...]
+    parts: tuple[tuple[str, "Decision"], ...] = ()  # a compound claim's parts, each decided on its own
 
     def markdown(self) -> str:
+        if self.parts:
+            return "\n\n".join(f"*{name}*\n\n{d.markdown()}" for name, d in self.parts) + "\n\n" + self._tail()
         rows = ["| seeds | mean a − b | p (holds) | p (fails) | nominal level | boundary z |",
                 "|---|---|---|---|---|---|"]
         rows += [f"| {k.n} | {k.mean:.4g} | {k.p_hold:.3g} | {k.p_fail:.3g} | {k.level_hold:.3g} | {k.boundary:.3f} |"
                  for k in self.looks]
+        return "\n".join(rows) + "\n\n" + self._tail()
+
+    def _tail(self) -> str:
         tail = f"continue to {self.next_n} seeds" if self.action == "continue" else f"stopped at {self.n} seeds"
-        return "\n".join(rows) + f"\n\n**{self.action}** — {tail}"
+        return f"**{self.action}** — {tail}"
 
 
 def _claim_checked(claim: Claim) -> Claim:
@@ -124,6 +130,28 @@ def _claim_checked(claim: Claim) -> Claim:
         raise ValueError(f"claim {claim.name!r}: looks need a tested claim of one comparison, got a {claim.kind} "
                          f"of {len(claim.comparisons)}")
     return claim
+
+
+def _joined(parts: dict[str, Decision]) -> Decision:
+    """An intersection–union claim's decision from its parts' (each at the claim's level): futility once any part
+    stops for futility, efficacy once every part has stopped for efficacy, else the next look or the cap."""
+    by = {a: [d for d in parts.values() if d.action == a] for a in ("futility", "continue", "efficacy", "cap")}
+    named = tuple(parts.items())
+    if by["futility"]:
+        return Decision("futility", min(d.n for d in by["futility"]), None, (), named)
+    if by["continue"]:
+        return Decision("continue", max(d.n for d in parts.values()), min(d.next_n for d in by["continue"]), (), named)
+    action = "efficacy" if len(by["efficacy"]) == len(parts) else "cap"
+    return Decision(action, max(d.n for d in parts.values()), None, (), named)
+
+
+def decide_claim(claim: Claim, values: Mapping[str, Sequence[float]], looks: Sequence[int], *,
+                 alpha: float = 0.05) -> Decision:
+    """``decide`` for a claim of one comparison or several (intersection–union: each part decided at ``alpha``)."""
+    if len(claim.comparisons) == 1:
+        return decide(claim, values.get(claim.comparisons[0], ()), looks, alpha=alpha)
+    return _joined({part: decide(replace(claim, name=part, parts=()), values.get(part, ()), looks, alpha=alpha)
+                    for part in claim.comparisons})
 
 
 def decide(claim: Claim, differences: Sequence[float], looks: Sequence[int], *, alpha: float = 0.05) -> Decision:
@@ -162,14 +190,13 @@ class Operating:
 
 def decide_all(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], looks: Sequence[int], *,
                alpha: float = 0.05) -> tuple[str, int | None, dict[str, Decision]]:
-    """Looks for a study's primary claims together, each at alpha / m (Bonferroni over the m primaries, the
-    sequential stand-in for Holm): ("stop", None, decisions) once every claim has stopped (efficacy, futility or the
+    """Looks for a study's primary claims together (a compound claim part by part), each at alpha / m (Bonferroni
+    over the m primaries, the sequential stand-in for Holm): ("stop", None, decisions) once every claim has stopped (efficacy, futility or the
     cap), else ("continue", the seeds the next look needs, decisions). ``values`` as for ``claims.settle``."""
     primaries = [c for c in claims if c.primary and c.kind in ("superiority", "equivalence", "non-inferiority")]
     if not primaries:
         raise ValueError("decide_all needs at least one primary superiority, equivalence or non-inferiority claim")
-    decisions = {c.name: decide(c, values.get(c.comparisons[0], ()), looks, alpha=alpha / len(primaries))
-                 for c in primaries}
+    decisions = {c.name: decide_claim(c, values, looks, alpha=alpha / len(primaries)) for c in primaries}
     waiting = [d.next_n for d in decisions.values() if d.action == "continue"]
     return ("continue", max(waiting), decisions) if waiting else ("stop", None, decisions)
 

@@ -24,7 +24,8 @@ __all__ = ["NOT_ARITHMETIC", "arithmetic", "content_hashes", "run_key", "run_fin
 
 # Parameters that change where outputs go, which seeds run (the seed is in each run's tag), logging and checkpoint
 # cadence, but not one number of a run.
-NOT_ARITHMETIC = ("output_dir", "checkpoint_dir", "fresh", "tensorboard", "seed", "n_seeds", "checkpoint_interval")
+NOT_ARITHMETIC = ("output_dir", "checkpoint_dir", "fresh", "tensorboard", "seed", "n_seeds", "looks",
+                  "checkpoint_interval")
 
 
 def arithmetic(params: Any) -> dict[str, Any]:

@@ -146,3 +146,11 @@ def test_a_study_changes_an_inherited_default_without_restating_its_rule():
         @dataclasses.dataclass
         class Broken(LMParams):
             defaults = {"nonexistent": 1}
+
+
+def test_looks_must_increase_below_n_seeds():
+    with pytest.raises(ParamError, match=r"key 'looks' = \[5, 3\]: must increase and stay below n_seeds = 6"):
+        GradientFlowParams.from_mapping({"n_seeds": 6, "looks": [5, 3]}, "test.yaml")
+    with pytest.raises(ParamError, match=r"key 'looks' = \[3, 6\]"):
+        GradientFlowParams.from_mapping({"n_seeds": 6, "looks": [3, 6]}, "test.yaml")
+    assert GradientFlowParams.from_mapping({"n_seeds": 6, "looks": [3]}, "test.yaml").looks == [3]

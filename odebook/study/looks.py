@@ -1,0 +1,82 @@
+"""A study's seeds in looks: run every arm a look at a time until the primary claims stop, then settle each claim.
+
+``run_in_looks`` runs the first look's seeds, asks ``sequential.decide_all`` whether every primary claim has
+stopped (efficacy, futility, or the cap), and runs the next look's new seeds only when one has not — the seeds that
+ran are kept, so a look costs only its new seeds. The verdicts: the primary claims take their sequential decision
+(efficacy → held or equivalent, futility → not held, the cap → inconclusive with the seeds a fixed study at their
+level would need); gates, descriptive and secondary claims are settled by ``claims.settle`` on every seed that ran.
+With no interim looks the study runs its seeds at once and ``claims.settle`` decides everything (Holm).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from odebook.study.claims import TESTED, Claim, Settled, seeds_needed, settle
+from odebook.study.stats import NEEDS
+from odebook.study.sequential import Decision, decide_all
+
+__all__ = ["Looked", "run_in_looks", "settle_looked"]
+
+
+@dataclass(frozen=True)
+class Looked:
+    """What the looks came to: every run, the primary claims' decisions (empty without interim looks), the
+    verdicts, and the seeds that ran per arm."""
+
+    runs: list
+    decisions: dict[str, Decision]
+    settled: list[Settled]
+    seeds: int
+
+    def markdown(self) -> str:
+        """The looks of each primary claim, as the report prints them."""
+        return "\n\n".join(f"**{name}**\n\n{d.markdown()}" for name, d in self.decisions.items())
+
+
+def settle_looked(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], decisions: Mapping[str, Decision],
+                  *, alpha: float = 0.05, power: float = 0.8) -> list[Settled]:
+    """``claims.settle``, with each primary claim that has a decision taking that decision's outcome."""
+    out = []
+    for s in settle(claims, values, alpha=alpha, power=power):
+        d = decisions.get(s.claim.name)
+        if d is None or s.claim.kind not in TESTED or s.outcome.startswith("not testable"):
+            out.append(s)
+            continue
+        level, needs = alpha / len(decisions), (None, None)
+        if d.action == "efficacy":
+            outcome = "equivalent" if s.claim.kind == "equivalence" else "held"
+        elif d.action == "futility":
+            outcome = "not held"
+        else:
+            needs = seeds_needed(s.claim, s.tests, level, power)
+            outcome = NEEDS.format(n=needs[0]) if needs[0] else "inconclusive"
+        how = f"{d.action} at {d.n} seeds" if d.action != "cap" else f"no boundary crossed by the cap ({d.n} seeds)"
+        out.append(replace(s, outcome=outcome, p_adjusted=math.nan, needs=needs,
+                           family=f"primary, {len(decisions)} in looks at α/{len(decisions)} each",
+                           note="; ".join(x for x in (f"looks: {how}", s.note) if x)))
+    return out
+
+
+def run_in_looks(run: Callable[[Sequence[int], list], list], claims: Sequence[Claim],
+                 values_of: Callable[[list], Mapping[str, Sequence[float]]], *, seeds: Sequence[int],
+                 looks: Sequence[int] = (), alpha: float = 0.05, power: float = 0.8) -> Looked:
+    """``run(seeds, done)`` runs every arm on ``seeds`` reusing the runs in ``done`` and returns all of them (e.g.
+    ``experiment.run_seeds`` with its options bound); ``values_of(runs)`` gives each comparison's per-seed
+    differences (``claims.paired``), in seed order. ``looks``: the interim seed counts, below ``len(seeds)``, the cap."""
+    seeds = list(seeds)
+    if not looks:
+        runs = run(seeds, [])
+        return Looked(runs, {}, settle(claims, values_of(runs), alpha=alpha, power=power), len(seeds))
+    if list(looks) != sorted(set(looks)) or looks[-1] >= len(seeds):
+        raise ValueError(f"looks must increase and stay below the {len(seeds)} seeds (the cap), got {list(looks)}")
+    plan, runs, n = [*looks, len(seeds)], [], looks[0]
+    while True:
+        runs = run(seeds[:n], runs)
+        values = values_of(runs)
+        action, next_n, decisions = decide_all(claims, values, plan, alpha=alpha)
+        if action == "stop":
+            return Looked(runs, decisions, settle_looked(claims, values, decisions, alpha=alpha, power=power), n)
+        n = next_n

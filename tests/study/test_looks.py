@@ -1,0 +1,75 @@
+"""study.looks: seeds run a look at a time, each primary claim taking its sequential decision."""
+
+import numpy as np
+import pytest
+
+from odebook.study.claims import Claim, settle
+from odebook.study.looks import run_in_looks
+from odebook.study.sequential import decide_claim
+
+
+def _study(differences):
+    """A fake study whose comparison k has difference d[i] at its i-th seed; ``calls`` records each run's new
+    seeds."""
+    calls = []
+
+    def run(seeds, done):
+        have = {r["seed"] for r in done}
+        calls.append([s for s in seeds if s not in have])
+        first = min(seeds)
+        return list(done) + [{"seed": s, **{k: v[s - first] for k, v in differences.items()}} for s in seeds
+                             if s not in have]
+
+    def values_of(runs):
+        return {k: [r[k] for r in sorted(runs, key=lambda r: r["seed"])] for k in differences}
+
+    return run, values_of, calls
+
+
+def test_a_clear_effect_stops_at_the_first_look_and_runs_no_more_seeds():
+    run, values_of, calls = _study({"better": [-3.0, -3.1, -2.9, -3.05, -2.95, -3.0, -3.0, -3.0]})
+    looked = run_in_looks(run, [Claim("better", "superiority", margin=0.5)], values_of, seeds=range(8), looks=[3, 5])
+    assert calls == [[0, 1, 2]] and looked.seeds == 3 and len(looked.runs) == 3
+    (s,) = looked.settled
+    assert s.outcome == "held" and "efficacy at 3 seeds" in s.evidence() and "Holm" not in s.evidence()
+
+
+def test_an_unclear_claim_runs_to_the_cap_reusing_earlier_seeds_and_says_what_it_needs():
+    noisy = list(np.random.default_rng(1).normal(0.0, 1.0, 8))
+    run, values_of, calls = _study({"better": noisy})
+    looked = run_in_looks(run, [Claim("better", "superiority", margin=0.3)], values_of, seeds=range(10, 18),
+                          looks=[3, 5])
+    assert calls == [[10, 11, 12], [13, 14], [15, 16, 17]] and looked.seeds == 8
+    (s,) = looked.settled
+    assert s.outcome.startswith("inconclusive") and "seeds at the margin" in s.evidence()
+
+
+def test_the_looks_can_fail_a_claim_and_decide_equivalence():
+    run, values_of, _ = _study({"worse": [2.0, 2.1, 1.9, 2.05, 2.0, 2.0], "same": [0.001, -0.002, 0.0, 0.002, -0.001,
+                                                                                 0.0]})
+    claims = [Claim("worse", "superiority", margin=0.5), Claim("same", "equivalence", margin=0.5)]
+    looked = run_in_looks(run, claims, values_of, seeds=range(6), looks=[3])
+    assert [s.outcome for s in looked.settled] == ["not held", "equivalent"]
+
+
+def test_a_compound_claim_fails_when_one_part_fails_and_holds_when_all_hold():
+    both = Claim("beats both", "superiority", margin=0.5, parts=("vs x", "vs y"))
+    good, bad = [-3.0, -3.1, -2.9, -3.0], [3.0, 3.1, 2.9, 3.0]
+    assert decide_claim(both, {"vs x": good, "vs y": bad}, (2, 4)).action == "futility"
+    held = decide_claim(both, {"vs x": good, "vs y": good}, (2, 4))
+    assert held.action == "efficacy" and [name for name, _ in held.parts] == ["vs x", "vs y"]
+    assert "vs y" in held.markdown()
+
+
+def test_without_looks_every_seed_runs_once_and_holm_settles():
+    run, values_of, calls = _study({"better": [-1.0, -1.2, -0.9, -1.1]})
+    claims = [Claim("better", "superiority", margin=0.5)]
+    looked = run_in_looks(run, claims, values_of, seeds=range(4))
+    assert calls == [[0, 1, 2, 3]] and looked.decisions == {}
+    assert looked.settled == settle(claims, values_of(looked.runs))
+
+
+def test_bad_looks_are_refused():
+    run, values_of, _ = _study({"better": [0.0] * 4})
+    with pytest.raises(ValueError, match="stay below the 4 seeds"):
+        run_in_looks(run, [Claim("better", "superiority", margin=0.5)], values_of, seeds=range(4), looks=[2, 4])

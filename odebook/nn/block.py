@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from odebook.nn.attention import MLP, CausalSelfAttention
-from odebook.nn.gdn import NO_ABLATION, Ablation, GatedDeltaNet, Writes
+from odebook.nn.gdn import NO_ABLATION, Ablation, GatedDeltaNet, Writes, replaced
 from odebook.nn.state_read import StateReadAttention
 from odebook.nn.kv_cache import KVCache
 
@@ -46,8 +46,8 @@ class Block(nn.Module):
             y, diagnostics = mixer(h, writes=writes, ablation=ablation)
         else:
             y = mixer(h, cache=cache)
-            if ablation.local and mixer.window is not None:
-                y = torch.zeros_like(y)
+            if getattr(mixer, "window", None) is not None:
+                y = replaced(y, ablation.local)
         x = x + y
         return x + self.mlp(self.ln2(x)), writes, diagnostics
 

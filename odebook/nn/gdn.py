@@ -9,8 +9,9 @@ the retrieval studies at chance); the gated delta rule; RMSNorm of each head's r
 output projection.
 
 The layer stores nothing: ``forward`` returns a GDNOutput with the output, the final state, its ``Writes`` (what a
-later layer needs to read this state causally, position by position) and its diagnostics. ``ablate`` zeroes the
-read-out o_t = Sᵀq_t (the state ablation), passed as an argument, never set on the module.
+later layer needs to read this state causally, position by position) and its diagnostics. ``ablate`` replaces the
+read-out o_t = Sᵀq_t (the state ablation: zero, batch mean or another prompt's; ``replaced``), passed as an
+argument, never set on the module.
 """
 
 from __future__ import annotations
@@ -26,21 +27,46 @@ from torch import nn
 from odebook.nn.delta_rule import gated_delta_rule
 from odebook.nn.gemm import Linear
 
-__all__ = ["GatedDeltaNet", "GDNOutput", "Writes", "Ablation", "ShortConv"]
+__all__ = ["GatedDeltaNet", "GDNOutput", "Writes", "Ablation", "REPLACEMENTS", "replaced", "ShortConv"]
 
 
 @dataclass(frozen=True)
 class Ablation:
-    """What a forward pass zeroes. ``gdn_state``: every GDN layer's read-out of its own state; ``state_read``: the
-    state-reading layer's read of a GDN state (odebook.nn.state_read); ``local``: every sliding-window attention output
-    (the hybrid's local path and plain S layers). Each switch zeroes exactly what it names."""
+    """What a forward pass replaces, and by what. ``gdn_state``: every GDN layer's read-out of its own state;
+    ``state_read``: the state-reading layer's read of a GDN state (odebook.nn.state_read); ``local``: every
+    sliding-window attention output (the hybrid's local path and plain S layers). Each is False (kept) or one of
+    ``REPLACEMENTS`` (True means "zero"), and replaces exactly what it names (``replaced``)."""
 
-    gdn_state: bool = False
-    state_read: bool = False
-    local: bool = False
+    gdn_state: bool | str = False
+    state_read: bool | str = False
+    local: bool | str = False
+
+    def __post_init__(self):
+        for name in ("gdn_state", "state_read", "local"):
+            mode = getattr(self, name)
+            if not isinstance(mode, bool) and mode not in REPLACEMENTS:
+                raise ValueError(f"Ablation.{name} must be True/False or one of {REPLACEMENTS}, got {mode!r}")
 
 
+REPLACEMENTS = ("zero", "mean", "resample")
 NO_ABLATION = Ablation()
+
+
+def replaced(t: torch.Tensor, mode: bool | str) -> torch.Tensor:
+    """``t`` [B, T, …] replaced as ``mode`` says: False keeps it; True or "zero" zeroes it (below any real value, so a
+    drop under it may fall below chance); "mean" puts the batch mean at each position (what the component gives on
+    average, with nothing of this prompt's); "resample" puts the next prompt's value at the same position (a real
+    value from another prompt — the batch rolled by one, so it needs two prompts or more)."""
+    if mode is False:
+        return t
+    if mode is True or mode == "zero":
+        return torch.zeros_like(t)
+    if mode == "mean":
+        return t.mean(dim=0, keepdim=True).expand_as(t)
+    if t.shape[0] < 2:
+        raise ValueError("a resampled ablation takes each prompt's value from another prompt: it needs a batch of two "
+                         f"or more, got {t.shape[0]}")
+    return t.roll(1, dims=0)
 
 
 @dataclass(frozen=True)
@@ -111,7 +137,7 @@ class GatedDeltaNet(nn.Module):
         return F.normalize(self._project(x, 1), dim=-1)
 
     def forward(self, x: torch.Tensor, *, initial_state: torch.Tensor | None = None,
-                ablate: bool = False) -> GDNOutput:
+                ablate: bool | str = False) -> GDNOutput:
         B, T, _ = x.shape
         H, K = self.n_head, self.head_dim
         q, k, v = (self._project(x, i) for i in range(3))
@@ -119,8 +145,7 @@ class GatedDeltaNet(nn.Module):
         beta = self.beta_floor + (1 - self.beta_floor) * torch.sigmoid(self.beta(x))  # [B, T, H]
         g = -self.A_log.exp() * F.softplus(self.gate(x) + self.dt_bias)  # [B, T, H] log decay, ≤ 0
         o, state = gated_delta_rule(q, k, v, g, beta, initial_state=initial_state, chunk_size=self.chunk_size)
-        if ablate:
-            o = torch.zeros_like(o)
+        o = replaced(o, ablate)
         diagnostics = {"state_norm": float(state.detach().norm(dim=(-2, -1)).mean()),
                        "beta_mean": float(beta.detach().mean()), "gate_mean": float(g.detach().exp().mean())}
         y = self.out(self.norm(o).reshape(B, T, H * K) * F.silu(self.out_gate(x)))

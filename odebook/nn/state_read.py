@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from odebook.nn.attention import SlidingWindowAttention
-from odebook.nn.gdn import NO_ABLATION, Ablation, Writes
+from odebook.nn.gdn import NO_ABLATION, Ablation, Writes, replaced
 from odebook.nn.gemm import Linear
 
 __all__ = ["StateReadAttention"]
@@ -45,12 +45,8 @@ class StateReadAttention(nn.Module):
         if writes is None:
             raise ValueError("StateReadAttention needs the writes of a GDN layer before it")
         B, T, _ = x.shape
-        local = self.local(x) * self._local_multiplier(B, x.device)
-        if ablation.local:
-            local = torch.zeros_like(local)
-        read = writes.read(x)
-        if ablation.state_read:
-            read = torch.zeros_like(read)
+        local = replaced(self.local(x) * self._local_multiplier(B, x.device), ablation.local)
+        read = replaced(writes.read(x), ablation.state_read)
         retrieval = self.read_proj(read.reshape(B, T, -1))
         gate = torch.sigmoid(self.gate(x))
         diagnostics = {"gate_mean": float(gate.detach().mean()), "local_norm": float(local.detach().norm(dim=-1).mean()),

@@ -106,3 +106,37 @@ def test_a_state_reading_layer_needs_a_gdn_layer_before_it():
         models.pattern_lm("SG", vocab_size=V, d_model=D, n_head=H, max_seq_len=T, state_read=True)
     with pytest.raises(ValueError, match="unknown local_path"):
         hybrid(local_path="drop_0.5")
+
+
+@pytest.mark.parametrize("mode", ["mean", "resample"])
+def test_a_mean_or_resampled_state_read_replaces_the_read_alone_by_what_it_names(mode):
+    model = hybrid().eval()
+    reader = state_reader(model)
+    seen = {}
+    reader.register_forward_pre_hook(lambda mod, args, kw: seen.update(h=args[0], writes=kw["writes"]), with_kwargs=True)
+    x = torch.randint(0, V, (3, T))
+    outs, _ = _parts(model, x, models.Ablation(state_read=mode))
+    h, writes = seen["h"], seen["writes"]
+    read = writes.read(h)
+    other = read.mean(0, keepdim=True).expand_as(read) if mode == "mean" else read.roll(1, dims=0)
+    expected = reader.local(h) + torch.sigmoid(reader.gate(h)) * reader.read_proj(other.reshape(3, T, -1))
+    torch.testing.assert_close(outs[2], expected, atol=1e-5, rtol=1e-5)
+    # the prompt's own read is gone, another's (or the average) stands in: the output changes
+    assert not torch.allclose(outs[2], _parts(model, x, models.Ablation())[0][2], atol=1e-4)
+    # identical prompts: the batch mean and the other prompt's read are this prompt's own read — nothing changes
+    same = x[:1].expand(3, T)
+    torch.testing.assert_close(_parts(model, same, models.Ablation(state_read=mode))[0],
+                               _parts(model, same, models.Ablation())[0], atol=1e-5, rtol=1e-5)
+
+
+def test_replacements_say_what_they_need():
+    from odebook.nn.gdn import replaced
+
+    t = torch.arange(6.0).view(3, 2)
+    assert torch.equal(replaced(t, False), t) and not replaced(t, True).any() and not replaced(t, "zero").any()
+    assert torch.equal(replaced(t, "mean"), torch.tensor([[2.0, 3.0]] * 3))
+    assert torch.equal(replaced(t, "resample"), t[[2, 0, 1]])
+    with pytest.raises(ValueError, match="needs a batch of two"):
+        replaced(t[:1], "resample")
+    with pytest.raises(ValueError, match="Ablation.local must be"):
+        models.Ablation(local="shuffle")

@@ -1,0 +1,53 @@
+"""study.recall: MQAR as a task — a seeded stream, fixed evaluation sets, accuracy at the query positions only."""
+
+import torch
+from torch import nn
+
+from odebook.data import mqar
+from odebook.study import recall
+
+V = mqar.Vocab(8)
+KW = dict(vocab=V, batch_size=4, seq_len=32, power_a=0.2)
+
+
+class Oracle(nn.Module):
+    """Reads the pairs from the context and answers every key with its bound value (or a fixed wrong one)."""
+
+    def __init__(self, wrong: bool = False):
+        super().__init__()
+        self.wrong = wrong
+
+    def forward(self, x):
+        logits = torch.zeros(*x.shape, V.size)
+        for b in range(x.shape[0]):
+            bound = {}
+            for t in range(0, x.shape[1] - 1, 2):
+                if 1 <= x[b, t] <= V.n_keys and x[b, t] not in bound and x[b, t + 1] > V.n_keys:
+                    bound[int(x[b, t])] = int(x[b, t + 1])
+            for t in range(x.shape[1]):
+                if int(x[b, t]) in bound:
+                    logits[b, t, 1 if self.wrong else bound[int(x[b, t])]] = 1.0
+        return logits
+
+
+def test_the_stream_is_seeded_and_cycles_through_its_ks():
+    a, b = recall.stream(3, ks=[1, 4], **KW), recall.stream(3, ks=[1, 4], **KW)
+    first = [next(a) for _ in range(4)]
+    assert all(torch.equal(x, y) for (x, _), (y, _) in zip(first, [next(b) for _ in range(4)]))
+    assert [int((y != -100).sum(1)[0]) for _, y in first] == [1, 4, 1, 4]
+
+
+def test_accuracy_counts_only_the_query_positions():
+    sets = recall.eval_sets(ks=[2, 4], batches=2, **KW)
+    assert set(sets) == {"k=2", "k=4", "unseen pairs"}
+    device = torch.device("cpu")
+    assert recall.accuracy(Oracle(), sets["k=4"], device) == 1.0
+    assert recall.accuracy(Oracle(wrong=True), sets["k=4"], device) == 0.0
+    assert recall.accuracy(Oracle(), sets["unseen pairs"], device) == 1.0  # binding, not memorised pairs
+
+
+def test_the_task_scores_every_set_and_names_its_data():
+    task = recall.mqar_task(train_ks=[2], eval_ks=[2, 4], eval_batches=1, device=torch.device("cpu"), **KW)
+    run = type("Run", (), {"module": Oracle()})()
+    assert task.score(run) == {"k=2": 1.0, "k=4": 1.0, "unseen pairs": 1.0}
+    assert "MQAR, 8 keys" in task.key["data"] and len(task.valid) == 1

@@ -1,5 +1,6 @@
-"""The book's front page, outputs/<profile>/index.html: for every study its question, its verdicts as coloured
-badges with the measured numbers, a thumbnail of its key figure (the first it saved), run time, and a failed
+"""The book's front page, outputs/<profile>/index.html: for every study its question, the scale it was measured at,
+its findings (odebook.book.findings: each claim as one sentence with a coloured verdict badge, primary claims first,
+the statistics one click away), a thumbnail of its key figure (the first it saved), run time, and a failed
 notebook's whole error. Also what each profile can show (``PROFILE_NOTES``), which the runner puts at the top of
 every executed report too."""
 
@@ -10,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+from odebook.book import findings
 from odebook.study.stats import outcome_word
 
 __all__ = ["PROFILE_NOTES", "profile_note", "question_of", "write_index"]
@@ -55,18 +57,10 @@ def _fmt(v) -> str:
     return f"{v:.4g}" if isinstance(v, float) else html.escape(str(v))
 
 
-def _badges(results: dict, smoke: bool) -> str:
-    out = []
-    for v in results.get("verdicts", []):
-        outcome = v.get("verdict", "")
-        colour = "#adb5bd" if smoke else BADGE.get(outcome_word(outcome), "#6e7781")
-        evidence = html.escape(v.get("evidence", ""))
-        scale = html.escape(v.get("scale", ""))
-        declared = html.escape(" · ".join(v[k] for k in ("role", "kind") if v.get(k)))  # a declared claim's
-        out.append(f"<li><span class='badge' style='background:{colour}'>{html.escape(outcome)}</span> "
-                   f"{html.escape(v.get('claim', ''))}{f' <em>({declared})</em>' if declared else ''}"
-                   f"<br><small>{evidence}{'<br>measured at ' + scale if scale else ''}</small></li>")
-    return f"<ul class='verdicts'>{''.join(out)}</ul>" if out else ""
+def _findings(results: dict, smoke: bool) -> str:
+    """Each claim as one sentence with its verdict's badge, primary claims first, statistics one click away."""
+    return findings.html_list(results.get("verdicts", []),
+                              lambda outcome: "#adb5bd" if smoke else BADGE.get(outcome_word(outcome), "#6e7781"))
 
 
 def _thumbnail(folder: Path, href: str) -> str:
@@ -84,6 +78,9 @@ def _card(out_root: Path, notebook: Path, smoke: bool, note: str = "") -> str:
     bad = _read_json(out_root / f"{name}.failed" / "manifest.json")
     latest, folder = (bad, out_root / f"{name}.failed") if bad else (good, out_root / name)
     head = f"<h2>{html.escape(title)}</h2><p class='q'>{html.escape(question)}</p>"
+    results = _read_json(folder / "results.json") if latest else {}
+    scale = findings.study_scale(results.get("verdicts", []))
+    head += f"<p class='scale'>measured at {html.escape(scale)}</p>" if scale else ""
     if not latest:
         return f"<section class='card'>{head}<p class='status'>not run</p></section>"
     href = f"{folder.name}/{name}.html"
@@ -96,13 +93,12 @@ def _card(out_root: Path, notebook: Path, smoke: bool, note: str = "") -> str:
         trace = html.escape(latest.get("traceback") or latest["error"])
         error = f"<p class='failed'>{html.escape(latest['error'])}</p><details><summary>whole error</summary>" \
                 f"<pre>{trace}</pre></details>"
-    results = _read_json(folder / "results.json")
     numbers = "<br>".join(f"{html.escape(k)}: {_fmt(v)}"
                           for k, v in results.get("headline", {}).items() if not k.startswith("verdict: "))
     numbers = f"<details><summary>headline numbers</summary><p>{numbers}</p></details>" if numbers else ""
     note = f"<p class='failed'>{html.escape(note)}</p>" if note else ""
     return (f"<section class='card'>{_thumbnail(folder, href)}{head}<p class='status'>{status}</p>{note}{error}"
-            f"{_badges(results, smoke)}{numbers}</section>")
+            f"{_findings(results, smoke)}{numbers}</section>")
 
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#1f2328}
@@ -111,7 +107,8 @@ STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100p
 .card h2{margin:.1em 0 .3em}.q{color:#424a53}.thumb{float:right;width:380px;margin:0 0 .5em 1em;border:1px solid #eee}
 .badge{color:#fff;border-radius:1em;padding:.1em .6em;font-size:.85em;white-space:nowrap}
 .verdicts{list-style:none;padding-left:0}.verdicts li{margin:.4em 0}.ok{color:#1a7f37;font-weight:bold}
-.failed{color:#b42318;font-weight:bold}pre{white-space:pre-wrap;background:#f6f8fa;padding:.6em}"""
+.failed{color:#b42318;font-weight:bold}.scale{color:#57606a;font-size:.9em}
+.claim{font-weight:600}.verdicts details{margin:.1em 0 0 1.5em;color:#57606a}h3{font-size:1em;margin:.8em 0 .2em}pre{white-space:pre-wrap;background:#f6f8fa;padding:.6em}"""
 
 
 def write_index(out_root: Path, notebooks: list[Path], profile: str, notes: dict[str, str] | None = None) -> Path:

@@ -21,7 +21,7 @@ import json
 import shutil
 from pathlib import Path
 
-from odebook.book import index
+from odebook.book import findings, index
 from odebook.training.checkpoint import science_sha256
 
 __all__ = ["REPORTS", "LEFT_OUT", "odebook_hash", "hashes", "publish", "stale", "check", "verdict_table",
@@ -105,18 +105,17 @@ def check(root: Path, profile: str) -> dict[str, list[str]]:
 
 
 def verdict_table(root: Path, profile: str = "cpu") -> str:
-    """A Markdown table of every committed report's verdicts: study, claim, verdict (with a declared claim's role,
-    kind and margin), the numbers it rests on."""
-    lines = ["| study | claim | verdict | evidence |", "|---|---|---|---|"]
+    """The README's findings table from every committed report's results.json: per study (with the scale it was
+    measured at) each claim as one row — the claim, its verdict, the effect with its interval in the claim's units
+    and n, the statistics in a <details> — primary claims first (odebook.book.findings)."""
+    lines = ["| study | claim | verdict | effect [95% interval], n | statistics |", "|---|---|---|---|---|"]
     folder = root / REPORTS / profile
     for report in _reports(folder) if folder.is_dir() else []:
-        results = json.loads((report / "results.json").read_text())
-        for v in results.get("verdicts", []):
-            declared = "; ".join(v[k] for k in ("role", "kind") if v.get(k))  # a declared claim (study.claims)
-            cells = [f"[{report.name}]({REPORTS}/{profile}/{report.name}/{report.name}.ipynb)", v["claim"],
-                     f"**{v['verdict']}**" + (f" ({declared})" if declared else ""),
-                     v.get("evidence", "")]  # whole: a verdict may rest on several numbers
-            lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+        verdicts = json.loads((report / "results.json").read_text()).get("verdicts", [])
+        scale = findings.study_scale(verdicts)
+        link = f"[{report.name}]({REPORTS}/{profile}/{report.name}/{report.name}.ipynb)" + \
+            (f"<br><sub>measured at {scale}</sub>" if scale else "")
+        lines += findings.markdown_table(verdicts, link)
     return "\n".join(lines)
 
 

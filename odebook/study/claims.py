@@ -209,7 +209,9 @@ class Settled:
 
     def verdict(self, scale: str = "") -> Verdict:
         role = {"gate": "gate, outside every family", "descriptive": ""}.get(self.claim.kind, self.family)
-        return Verdict(self.claim.name, self.outcome, self.evidence(), scale, self.claim.describe(), role)
+        effects = tuple((name, t.estimate) for name, t in zip(self.claim.comparisons, self.tests))
+        return Verdict(self.claim.name, self.outcome, self.evidence(), scale, self.claim.describe(), role, effects,
+                       self.claim.units)
 
 
 def _gate_failures(claims: Sequence[Claim], gates: Mapping[str, Settled]) -> dict[str, str]:

@@ -109,6 +109,8 @@ class Verdict:
     scale: str = ""
     kind: str = ""
     role: str = ""
+    effects: tuple[tuple[str, Interval], ...] = ()  # (comparison, mean a − b with its interval): the front page's
+    units: str = ""                                  # finding, in the claim's units (optional; filled by claims)
 
     def __post_init__(self):
         if not outcome_word(self.outcome):
@@ -123,9 +125,16 @@ class Verdict:
         tail = "".join(f" — {x}" for x in (self.evidence, self.scale and f"measured at {self.scale}") if x)
         return f"- **{self.claim}**{f' ({self.declared})' if self.declared else ''}: {self.outcome}{tail}"
 
-    def to_dict(self) -> dict[str, str]:
-        extra = {k: v for k, v in (("kind", self.kind), ("role", self.role)) if v}
+    def to_dict(self) -> dict:
+        extra = {k: v for k, v in (("kind", self.kind), ("role", self.role), ("units", self.units)) if v}
+        if self.effects:  # structured, so the front page need not parse the evidence; None for a missing bound
+            extra["effects"] = [{"comparison": name, **{k: _finite(getattr(e, k)) for k in ("mean", "low", "high")},
+                                 "n": e.n} for name, e in self.effects]
         return {"claim": self.claim, "verdict": self.outcome, "evidence": self.evidence, "scale": self.scale, **extra}
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
 
 
 @dataclass(frozen=True)

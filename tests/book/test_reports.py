@@ -87,8 +87,9 @@ def test_publish_leaves_out_checkpoints_and_failures_and_writes_relative_paths(t
     assert sorted(p.name for p in dst.iterdir()) == ["01_x", "index.html"]
     assert not (dst / "01_x" / "checkpoints").exists() and (dst / "01_x" / "figures" / "f.png").is_file()
     assert json.loads((dst / "01_x" / "01_x.ipynb").read_text()) == {"out": "reports/cpu/01_x"}
-    assert reports.update_readme(root) and "| [01_x](reports/cpu/01_x/01_x.ipynb) | it holds | **held** | mean 1 " \
-        "[0.9, 1.1]; more |" in (root / "README.md").read_text()  # the whole evidence: a verdict may rest on several
+    assert reports.update_readme(root) and "| [01_x](reports/cpu/01_x/01_x.ipynb)<br><sub>measured at tiny</sub> | " \
+        "it holds | **held** | mean 1 [0.9, 1.1] | <details><summary>statistics</summary>evidence: mean 1 [0.9, 1.1]; " \
+        "more</details> |" in (root / "README.md").read_text()  # the whole evidence: a verdict may rest on several
     assert (root / "README.md").read_text().endswith(f"{reports.README_END}\nrest\n")
 
 
@@ -106,13 +107,15 @@ def test_the_table_and_the_front_page_show_a_declared_claims_verdict_kind_and_ma
     results.write_text(json.dumps({"headline": {}, "parameters": {}, "verdicts": declared}))
     reports.publish(root, "cpu")
     table = reports.verdict_table(root)
-    assert "| **equivalent** (primary, Holm over 2; equivalence at ±0.02 nats) | p = 0.017 |" in table
-    assert "**inconclusive — needs ≈ 14 seeds** (primary, Holm over 2; superiority (a below b), margin 0.01" in table
-    assert "**not testable at this scale** (secondary; superiority" in table
+    assert "| time dependence does not help (primary) | **equivalent** | p = 0.017 | <details><summary>statistics" \
+        "</summary>test: equivalence at ±0.02 nats<br>family: primary, Holm over 2<br>evidence: p = 0.017" in table
+    assert "**inconclusive — needs ≈ 14 seeds** | p = 0.4 | <details><summary>statistics</summary>test: " \
+        "superiority (a below b), margin 0.01" in table
+    assert "dt scaling helps (secondary) | **not testable at this scale** | gate failed |" in table
     page = index.write_index(root / reports.REPORTS / "cpu", [root / "notebooks" / "01_x.py"], "cpu").read_text()
     assert "#1a7f37'>equivalent</span>" in page and "#8250df'>not testable at this scale</span>" in page
     assert "#6e7781'>inconclusive — needs ≈ 14 seeds</span>" in page
-    assert "<em>(primary, Holm over 2 · equivalence at ±0.02 nats)</em>" in page
+    assert "<b>test</b>: equivalence at ±0.02 nats<br><b>family</b>: primary, Holm over 2<br>" in page
 
 
 def test_a_report_goes_stale_when_its_notebook_parameters_or_odebook_change_and_the_index_says_so(tmp_path):

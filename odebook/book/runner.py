@@ -19,7 +19,6 @@ import html
 import json
 import logging
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -27,12 +26,11 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from unittest import mock
 from pathlib import Path
 
 from odebook.book import index, machine_load, publish
-from odebook.book import reports
+from odebook.book import reports, rerun
 from odebook.book.profile import PROFILE_ENV
 from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, validate_values
@@ -92,6 +90,7 @@ class RunResult:
     ok: bool
     seconds: float
     error: str = ""
+    skipped: bool = False  # unchanged since its published run (odebook.book.rerun)
 
 
 # -- validation ---------------------------------------------------------------------------------------------------
@@ -142,16 +141,6 @@ def _git(*args: str, cwd: Path) -> str:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
-
-
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for pkg in PACKAGES:
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
 
 
 def _render_html(ipynb: Path, html_path: Path, error: str) -> None:
@@ -251,7 +240,8 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
         "git_commit": _git("rev-parse", "HEAD", cwd=root), "git_dirty": bool(_git("status", "--porcelain", cwd=root)),
         "parameter_file": str(book.params / profile / f"{name}.yaml"), "parameters": params.to_dict(),
-        "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()), "packages": _versions(),
+        "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()),
+        "packages": rerun.environment(PACKAGES),
         "hashes": reports.hashes(root, name, profile), "machine_load": machine_load.record(*load),
     }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -281,18 +271,27 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
             locks.enter_context(publish.run_lock(book.profile_outputs(profile), name))
         for i, name in enumerate(names, 1):
             params, overrides = checked[name]
+            now = rerun.key(book.notebooks.parent, profile, name, params, PACKAGES)
+            same = {} if fresh else rerun.unchanged(book.profile_outputs(profile), name, now)
+            if same:
+                print(rerun.skipped_line(i, len(names), name, same), flush=True)
+                results.append(RunResult(name, True, 0.0, skipped=True))
+                continue
             line, handed = budget.announce(params)  # what the notebook will cost; its kernel prints the same line
             if line:
                 print(line, flush=True)
             print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
             with mock.patch.dict(os.environ, handed):
                 res = run_notebook(book, profile, name, params, overrides, kernel, fresh)
+            if res.ok:
+                rerun.record(book.profile_outputs(profile) / name, now)
             reason = "" if res.ok else f": {one_line(res.error)}"
             print(f"{'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s{reason}", flush=True)
             results.append(res)
     index = write_index(book, profile)
-    failed = [r.name for r in results if not r.ok]
-    print(f"index: {index}\n{len(results) - len(failed)} ok, {len(failed)} failed"
+    failed, skipped = [r.name for r in results if not r.ok], sum(r.skipped for r in results)
+    print(f"index: {index}\n{len(results) - len(failed)} ok{f' ({skipped} unchanged, skipped)' if skipped else ''}, "
+          f"{len(failed)} failed"
           + (f": {', '.join(failed)}" if failed else ""), flush=True)
     return results
 
@@ -321,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="cpu", help="params/<profile>/ to use (smoke, cpu, t4)")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="the book's root folder")
     parser.add_argument("--clean", action="store_true", help="delete outputs/<profile> instead of running")
-    parser.add_argument("--fresh", action="store_true", help="ignore stored checkpoints: train every run afresh")
+    parser.add_argument("--fresh", action="store_true", help="run every notebook, changed or not, and ignore stored checkpoints: train every run afresh")
     args = parser.parse_args(argv)
     args.root = args.root.resolve()  # paths the user typed, resolved once from where they typed them
     pin_data_dir()

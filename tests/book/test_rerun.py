@@ -1,0 +1,123 @@
+"""make run-all re-runs only what changed: a notebook whose published run has the same key (science code, notebook,
+parameter file, data files' contents, package versions, device) is skipped in one line; FRESH=1 runs it anyway."""
+
+import dataclasses
+import json
+import os
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from odebook import params as params_mod
+from odebook.book import rerun, runner
+from odebook.params import Params, spec
+
+NOTEBOOK = '''# %% tags=["parameters"]
+output_dir = ""
+value = 1
+
+# %%
+import json, pathlib
+pathlib.Path(output_dir, "results.json").write_text(json.dumps({"headline": {"value": value}}))
+'''
+
+
+@dataclasses.dataclass
+class CachedParams(Params):
+    study = "93_cached"
+    value: int = spec(1, ge=0)
+    data_file: str = spec("")
+
+    def data_files(self) -> list:
+        return [Path(self.data_file)] if self.data_file else []
+
+
+@pytest.fixture
+def book(tmp_path, monkeypatch) -> runner.Book:
+    monkeypatch.setitem(params_mod.STUDIES, "93_cached", CachedParams)
+    b = runner.Book.at(tmp_path)
+    b.notebooks.mkdir()
+    (b.params / "smoke").mkdir(parents=True)
+    (b.notebooks / "93_cached.py").write_text(NOTEBOOK)
+    (tmp_path / "corpus.txt").write_text("the cat sat\n")
+    (b.params / "smoke" / "93_cached.yaml").write_text(f"value: 7\ndata_file: {tmp_path / 'corpus.txt'}\n")
+    (tmp_path / "odebook" / "nn").mkdir(parents=True)  # the science code this book's key hashes
+    (tmp_path / "odebook" / "nn" / "layer.py").write_text("WIDTH = 1\n")
+    return b
+
+
+def test_an_unchanged_notebook_is_skipped_in_one_line_and_fresh_runs_it(book, capsys):
+    out = book.outputs / "smoke" / "93_cached"
+    [first] = runner.run_book(book, "smoke")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert first.ok and not first.skipped and manifest[rerun.KEY_FIELD]["data"]["corpus.txt"]
+    assert set(manifest[rerun.KEY_FIELD]) == {"odebook", "notebook", "parameters", "data", "environment", "device"}
+    capsys.readouterr()
+    [second] = runner.run_book(book, "smoke")
+    printed = capsys.readouterr().out.splitlines()
+    assert second.skipped and second.ok
+    assert [ln for ln in printed if "93_cached" in ln] == [
+        f"[1/1] 93_cached: unchanged since its run of {manifest['finished'].replace('T', ' ')[:19]} UTC (code, "
+        "parameters, data, packages, device) — skipped; FRESH=1 re-runs it"]
+    assert json.loads((out / "manifest.json").read_text()) == manifest  # untouched
+    (book.params / "smoke" / "93_cached.yaml").write_text((book.params / "smoke" / "93_cached.yaml").read_text()
+                                                          .replace("value: 7", "value: 8"))
+    [third] = runner.run_book(book, "smoke")  # a parameter changed: it runs, and its new key is recorded
+    assert third.ok and not third.skipped and json.loads((out / "results.json").read_text())["headline"]["value"] == 8
+    [fourth] = runner.run_book(book, "smoke", fresh=True)
+    assert fourth.ok and not fourth.skipped
+    assert runner.run_book(book, "smoke")[0].skipped
+
+
+def _published(book: runner.Book) -> tuple[Path, dict]:
+    """A published successful run of the notebook, with the key of the book as it is now."""
+    root, out = book.notebooks.parent, book.outputs / "smoke"
+    params = params_mod.validate_values("93_cached", book.params / "smoke" / "93_cached.yaml")[0]
+    (out / "93_cached").mkdir(parents=True)
+    (out / "93_cached" / "93_cached.ipynb").write_text("{}")
+    (out / "93_cached" / "manifest.json").write_text(json.dumps({"status": "ok", "finished": "2026-01-01T00:00:00"}))
+    rerun.record(out / "93_cached", json.loads(json.dumps(rerun.key(root, "smoke", "93_cached", params, ("numpy",)))))
+    return out, params
+
+
+def _change_code(book, monkeypatch):
+    (book.notebooks.parent / "odebook" / "nn" / "layer.py").write_text("WIDTH = 2\n")
+
+
+def _change_parameter(book, monkeypatch):
+    path = book.params / "smoke" / "93_cached.yaml"
+    path.write_text(path.read_text() + "# a comment is a change of the file, too\n")
+
+
+def _change_data(book, monkeypatch):
+    corpus = book.notebooks.parent / "corpus.txt"
+    stat = corpus.stat()
+    corpus.write_text("the dog sat\n")  # same size: the content is what counts
+    os.utime(corpus, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+
+
+def _change_package(book, monkeypatch):
+    real = metadata.version
+    monkeypatch.setattr(rerun.metadata, "version", lambda pkg: "99.0" if pkg == "numpy" else real(pkg))
+
+
+@pytest.mark.parametrize("change", [_change_code, _change_parameter, _change_data, _change_package],
+                         ids=["code", "parameter", "data file content", "package version"])
+def test_a_change_to_code_a_parameter_a_data_file_or_a_package_makes_it_run_again(book, monkeypatch, change):
+    out, params = _published(book)
+    root = book.notebooks.parent
+    assert rerun.unchanged(out, "93_cached", rerun.key(root, "smoke", "93_cached", params, ("numpy",)))
+    change(book, monkeypatch)
+    params = params_mod.validate_values("93_cached", book.params / "smoke" / "93_cached.yaml")[0]
+    assert not rerun.unchanged(out, "93_cached", rerun.key(root, "smoke", "93_cached", params, ("numpy",)))
+
+
+def test_a_failure_since_or_a_missing_report_is_never_unchanged(book):
+    out, params = _published(book)
+    now = rerun.key(book.notebooks.parent, "smoke", "93_cached", params, ("numpy",))
+    (out / "93_cached.failed").mkdir()
+    assert not rerun.unchanged(out, "93_cached", now)
+    (out / "93_cached.failed").rmdir()
+    (out / "93_cached" / "93_cached.ipynb").unlink()
+    assert not rerun.unchanged(out, "93_cached", now)

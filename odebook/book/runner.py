@@ -320,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="cpu", help="params/<profile>/ to use (smoke, cpu, t4)")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="the book's root folder")
     parser.add_argument("--clean", action="store_true", help="delete outputs/<profile> instead of running")
-    parser.add_argument("--fresh", action="store_true", help="run every notebook, changed or not, and ignore stored checkpoints: train every run afresh")
+    parser.add_argument("--fresh", action="store_true", help="run every notebook, changed or not, and ignore stored "
+                        "checkpoints: train every run afresh")
     args = parser.parse_args(argv)
     args.root = args.root.resolve()  # paths the user typed, resolved once from where they typed them
     pin_data_dir()

@@ -16,12 +16,13 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
-__all__ = ["Effect", "effects", "is_primary", "ordered", "study_scale", "sentence", "statistics", "html_list",
+__all__ = ["SEVERAL", "Effect", "effects", "is_primary", "ordered", "study_scale", "sentence", "statistics", "html_list",
            "markdown_table"]
 
 _NUM = r"-?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|nan|inf)"
 _INTERVAL = re.compile(rf"mean (?P<label>a − b|log\(a/b\)) = (?P<mean>{_NUM}) "
                        rf"\[(?P<low>{_NUM}), (?P<high>{_NUM})\] \(n = (?P<n>\d+)\)")
+SEVERAL = "several scales — each claim's under its statistics"
 _SHORT = 90  # an evidence clause longer than this is not a sentence's effect; its statistics show it whole
 
 
@@ -66,9 +67,13 @@ def ordered(verdicts: Sequence[dict]) -> list[dict]:
 
 
 def study_scale(verdicts: Sequence[dict]) -> str:
-    """The scale most of a study's verdicts were measured at ('' when none says)."""
+    """The scale more than half of a study's verdicts that name one were measured at; '' when none says, and
+    ``SEVERAL`` when no scale is the majority (each claim's then shows under its statistics)."""
     scales = Counter(v.get("scale", "") for v in verdicts if v.get("scale"))
-    return scales.most_common(1)[0][0] if scales else ""
+    if not scales:
+        return ""
+    scale, count = scales.most_common(1)[0]
+    return scale if 2 * count > sum(scales.values()) else SEVERAL
 
 
 def _g(x: float | None) -> str:
@@ -81,6 +86,8 @@ def _effect_text(v: dict) -> str:
         many = len(found) > 1
         parts = []
         for i, e in enumerate(found, 1):
+            if e.low is not None and e.high is not None and abs(e.mean) < 1e-9 * (e.high - e.low):
+                e = e._replace(mean=0.0)  # rounding noise of a zero mean ("-1.85e-17") reads as 0
             name = f"{e.comparison or f'part {i}'}: " if many else ""
             ratio = e.label == "log(a/b)"  # a ratio reads in its own units: a/b = 0.996× rather than its log
             show = (lambda x: None if x is None else math.exp(x)) if ratio else (lambda x: x)

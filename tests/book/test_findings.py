@@ -53,7 +53,7 @@ def test_the_front_page_renders_each_declared_claim_as_one_sentence_primaries_fi
     for v in verdicts:  # every claim, its verdict and its effect with interval are on the page
         claim, effect = findings.sentence(v).split(" — ", 1)[0], findings.sentence(v).split(": ", 1)[-1]
         assert html.escape(claim) in page and html.escape(effect) in page and f">{v['verdict']}</span>" in page
-    assert "vs tong: a − b = " in findings.sentence(verdicts[3]) and "vs standard: a − b = " in page
+    assert "vs tong: a − b = 0.05 [" in findings.sentence(verdicts[3]) and "vs standard: a − b = 0 [" in page
     primary, other = page.index("Primary claims"), page.index("Other claims")
     assert primary < page.index("the ODE block beats") < page.index("time dependence") < other < page.index("the gate")
     assert f"measured at {SCALE}" in page and page.count(SCALE) == 1  # the study's scale once, beside the study
@@ -89,3 +89,11 @@ def test_the_readme_table_has_one_row_per_claim_primaries_first_with_the_effect(
     assert rows[0].startswith(f"| [01_x](reports/cpu/01_x/01_x.ipynb)<br><sub>measured at {SCALE}</sub> |")
     assert all(r.startswith("|  | ") for r in rows[1:])  # the study named once
     assert "| **held** | a − b = " in rows[1] and " nats, n = 3 | <details><summary>statistics</summary>" in rows[1]
+
+
+def test_a_study_measured_at_several_scales_says_so_and_each_claim_names_its_own():
+    verdicts = [{"claim": f"claim {i}", "verdict": "held", "evidence": "", "scale": scale}
+                for i, scale in enumerate(["d32", "d32", "d64", "d64", "ladder"])]
+    assert findings.study_scale(verdicts) == findings.SEVERAL
+    assert ("measured at", "d64") in findings.statistics(verdicts[2], findings.SEVERAL)
+    assert findings.study_scale(verdicts[:3]) == "d32" and findings.statistics(verdicts[0], "d32") == []

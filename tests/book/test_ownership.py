@@ -80,7 +80,7 @@ def test_a_run_that_stopped_before_its_last_cell_is_not_ok(book, monkeypatch):
 
     runner.run_book(book, "smoke", ["90_ok"])
     monkeypatch.setattr(papermill, "execute_notebook", partial)
-    (res,) = runner.run_book(book, "smoke", ["90_ok"])
+    (res,) = runner.run_book(book, "smoke", ["90_ok"], fresh=True)  # unchanged inputs: only FRESH runs it again
     assert not res.ok and "stopped before its end" in res.error
     failed = json.loads((book.outputs / "smoke" / "90_ok.failed" / "manifest.json").read_text())
     assert failed["status"] == "failed"
@@ -113,7 +113,7 @@ def test_ctrl_c_ends_with_one_line_and_keeps_earlier_outputs(book, capsys, monke
 
     import papermill
     monkeypatch.setattr(papermill, "execute_notebook", interrupted)
-    assert runner.main(["--root", str(book.notebooks.parent), "--profile", "smoke", "90_ok"]) == 130
+    assert runner.main(["--root", str(book.notebooks.parent), "--profile", "smoke", "--fresh", "90_ok"]) == 130
     err = capsys.readouterr().err
     assert err.strip() == ("interrupted; resume with the same command (finished runs and checkpoints are kept)")
     assert (book.outputs / "smoke" / "90_ok" / "results.json").read_text() == before

@@ -71,6 +71,7 @@ elif importlib.util.find_spec("odebook") is None:
 # The source's configuration (the t4 profile). params/<profile>/03_gdn_scaling.yaml overrides these.
 seed = 0
 n_seeds = 3
+looks = []
 device = "auto"
 output_dir = ""
 corpus = "wikitext2"

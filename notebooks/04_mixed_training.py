@@ -73,6 +73,7 @@ elif importlib.util.find_spec("odebook") is None:
 # The source's configuration (the t4 profile). params/<profile>/04_mixed_training.yaml overrides these.
 seed = 0
 n_seeds = 3
+looks = []
 device = "auto"
 output_dir = ""
 corpus = "tinystories"

@@ -16,30 +16,46 @@
 # %% [markdown]
 # # 01 · Gradient flow through a neural-ODE block
 #
-# **Question.** Can a neural-ODE flow block replace transformer residual layers without hurting gradient flow or
-# loss? The source trained a 6-layer, 256-d GPT on WikiText-2 and replaced layers 3–4 by an ODE flow integrated
-# with 4 Euler steps, conditioned on time and on a control vector, with a learned output scale initialised at 0.1.
+# **Question.** Can a neural-ODE flow block replace transformer residual layers without hurting loss or gradient
+# flow? The source trained a 6-layer, 256-d GPT on WikiText-2 and replaced layers 3–4 by an ODE flow integrated
+# with 4 Euler steps, conditioned on time and on a control vector, with a learned output scale α initialised at 0.1.
 #
 # **Models** (one configuration, `p.model_config(...)`, builds all four; same data, batches, steps and lr):
 # - *baseline*: token + learned positional embeddings, pre-LN blocks (causal SDPA attention, 4× GELU MLP), final
 #   LayerNorm, untied head;
 # - *hybrid*: the baseline with layers `ode_layers` replaced by one block that integrates
 #   dH/dt = α·F(H + e_t(t) + e_u(u)) over t ∈ [0, 1] (torchdiffeq), F = attention(LN ·) + MLP(LN ·);
-# - *null* (control): the baseline with the replaced layers simply removed — what "within 10 %" must beat;
+# - *null* (control): the baseline with the replaced layers simply removed — what the hybrid must beat;
 # - *shared* (control): one discrete transformer block, weights shared, applied as many times as the ODE evaluates
 #   its field (4 for 4 Euler steps) — the same compute and about the same parameters without the ODE formulation.
 #
-# **Departures from the source.** No dropout anywhere (the source's baseline had 0.1 while its vector field had
-# none; the field must be deterministic for adjoint, adaptive and reversible solves, so parity means none). The
-# control u is zero during training — language modelling gives it nothing to carry — so the control check below is
-# shown as *untrained, not a finding* and is not a verdict. The source's absolute gradient thresholds (no norm
-# < 1e-6 or > 100) could not fail (a non-finite loss stops a run first); here gradients are compared with the
-# baseline's, group by group, from the steps the optimiser took (steps skipped for non-finite fp16 gradients are
-# counted and left out).
+# **Claims** (declared below, before the runs; test loss in nats, paired across seeds — the models of a seed share
+# its batch stream). A *gate* first: removing the replaced layers must cost more than the margin `margin` (the null
+# arm worse than the baseline by more than `margin`, one-sided t-test at `alpha`). Resting on it, two primary claims:
+# the hybrid is **non-inferior** to the baseline at `margin`, and the hybrid **beats the null arm**. Where the gate
+# fails, both read "not testable at this scale" — "as good as the baseline" says nothing when removing the layers
+# costs nothing, which is what the previous cpu configuration showed (null 2.181 against baseline 2.193 nats). The
+# weight-shared arm at equal evaluations is a secondary claim. Gradient health is described, not judged.
 #
-# **Verdicts** (paired across seeds — the models of a seed share its batch stream — with Holm's correction over the
-# study's family of tests at `alpha`): each is *held* when its test is significant in the claimed direction, *not
-# held* when significant in the other, *inconclusive* otherwise. How each "not held" is reachable is said beside it.
+# **Why the cpu profile looks as it does (the pilot).** The old cpu configuration (d 128, 6 layers, layers 2–3
+# replaced, byte tokens, 250 steps × 32 × 64, lr 1e-3) trained too briefly for depth to matter: the null arm was
+# *better* than the baseline by 0.012 nats with a seed SD of 0.036. A pilot of the baseline and null arms alone
+# (`benchmarks/pilot_01.py`, 4 seeds per configuration, results in `params/cpu/01_gradient_flow.pilot.json`) looked
+# for a configuration where the gap exceeds three seed SDs within the cpu budget:
+#
+# PILOT_TABLE
+#
+# **Departures from the source.** The source built its discrete blocks *and* its vector field (`ODEFunc`: attention
+# and MLP) with dropout 0.1; the book trains every arm without dropout, because the field must be a deterministic
+# function of (t, H) for the adjoint, adaptive and reversible solves of study 05, and parity then means none in the
+# discrete layers either. The control u is zero during training — language modelling gives it nothing to carry — so
+# the control check below is *untrained, not a finding*. The source's gradient test (no norm < 1e-6 or > 100) could
+# not fire on the high side because it computed the norms *after* clipping them to 1.0; here norms are recorded
+# before clipping, from the steps the optimiser took (steps skipped for non-finite fp16 gradients are counted and
+# left out), and reported relative to the baseline's, group by group — as description: the ODE block's weight
+# gradients are multiplied by its learned α (initialised at 0.1), so a ratio near α is what the parameterisation
+# predicts, not a sign of vanishing gradients. The cpu profile uses byte tokens and a smaller model (the scale is
+# printed beside every verdict).
 
 # %% tags=["colab"]
 # Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
@@ -108,8 +124,8 @@ atol = 1e-4
 control_dim = 4
 alpha_init = 0.1
 control_scales = [0.0, 0.5, 1.0, 2.0, 4.0]
-grad_ratio_band = 10.0
-loss_margin = 0.10
+margin = 0.05
+design_sd = 0.0
 dynamics_sequences = 2
 dynamics_tokens = 8
 alpha = 0.05
@@ -117,20 +133,25 @@ alpha = 0.05
 # %%
 import math
 
+import numpy as np
 import pandas as pd
 import torch
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from odebook.data import corpus as data
 from odebook.study import dynamics
 from odebook.book import notebook
 from odebook.book import plots
 from odebook.models.arms import gradient_flow_arms, layer_groups
+from odebook.study.calibrated import alpha_normalised, calibrated_claims, gap_closed, paired_losses
+from odebook.study.claims import declaration
 from odebook.study.experiment import grad_ratios, run_seeds, summarize
+from odebook.study.looks import run_in_looks
+from odebook.study.sequential import operating
 from odebook.study.task import lm_task
 from odebook.nn.ode import evaluations_per_forward
 from odebook.params import GradientFlowParams
-from odebook.study.stats import holm_verdicts, mean_ci, paired_test
+from odebook.study.stats import mean_ci
 from odebook.training.train import TrainConfig
 
 p, out, precision = notebook.start(GradientFlowParams, globals())
@@ -161,16 +182,69 @@ print(f"hybrid: layers {p.ode_layers} → one ODE flow block, {p.solver}"
       + f", gradients: {p.sensitivity}; shared: one block applied {nfe} times")
 
 # %% [markdown]
+# ## Claims, declared before the runs
+# Each claim compares per-seed test losses a − b (nats). The margin `margin` is the largest loss the hybrid may give
+# up against the baseline and still count as "as good"; the gate asks that removing the layers costs more than
+# that, so that an arm that did nothing would fail non-inferiority. Holm's correction runs over the two primaries
+# (with looks: each primary at `alpha`/2 under O'Brien–Fleming-type alpha spending, odebook.study.sequential); the
+# gate stands outside every family.
+
+# %%
+claims = calibrated_claims(p.margin, others={"shared": f"one weight-shared block applied {nfe} times (equal "
+                                                       "evaluations)"})
+display(Markdown(declaration(claims)))
+seeds = list(range(p.seed, p.seed + p.n_seeds))
+plan = [*p.looks, p.n_seeds]
+print(f"seeds: looks at {plan} seeds" if p.looks else f"seeds: {p.n_seeds} at once")
+
+# %% [markdown]
+# **The design's power.** With the seed SD `design_sd` of the pilot's paired differences, `operating` simulates the
+# looks for each primary at its level (`alpha`/2): the chance to declare non-inferiority when the hybrid is exactly
+# as good as the baseline, the false "non-inferior" rate when it is worse by exactly the margin, and the chance to
+# find that the hybrid beats the null arm when it is better by the margin.
+
+# %%
+if p.design_sd > 0:
+    level = p.alpha / 2
+    ni, beats = claims[1], claims[2]
+    rows = [("non-inferior, hybrid = baseline", operating(ni, plan, mean=0.0, sd=p.design_sd, alpha=level)),
+            ("non-inferior, hybrid worse by the margin", operating(ni, plan, mean=p.margin, sd=p.design_sd,
+                                                                   alpha=level)),
+            ("beats null, by the margin", operating(beats, plan, mean=-p.margin, sd=p.design_sd, alpha=level))]
+    design = pd.DataFrame([{"case": case, "P(held)": o.efficacy, "P(not held)": o.futility,
+                            "P(inconclusive at the cap)": o.cap, "mean seeds": o.seeds} for case, o in rows])
+    display(design.set_index("case").round(3))
+else:
+    design = pd.DataFrame()
+    print("design_sd = 0: the design's power is not shown")
+
+# %% [markdown]
 # ## Runs
 # Each seed trains every model on the same batch stream; held-out loss is measured every `eval_interval` steps on
-# one fixed set of validation batches, and the test split is scored once at the end. Gradient norms are recorded
-# per position group: embedding, the blocks before the replaced span, the span itself (the ODE block, the two
-# baseline layers, the shared block), the blocks after it, and the head.
+# one fixed set of validation batches, and the test split is scored once at the end. Seeds run a look at a time
+# (odebook.study.looks): after each look the primaries are examined and the study stops once both have stopped.
+# Gradient norms are recorded per position group: embedding, the blocks before the replaced span, the span itself
+# (the ODE block, the baseline's replaced layers, the shared block), the blocks after it, and the head.
 
 # %%
 config = TrainConfig.from_params(p)
-runs = run_seeds(builders, lm_task(splits, **notebook.batch_shape(p)), config, precision,
-                 **notebook.run_options(p, out), groups=lambda name, model: layer_groups(model, cfg.replaced_blocks(name)))
+task = lm_task(splits, **notebook.batch_shape(p))
+groups = lambda name, model: layer_groups(model, cfg.replaced_blocks(name))  # noqa: E731
+
+
+def test_losses(runs, arm):
+    return [r.test_loss for r in sorted((r for r in runs if r.model == arm), key=lambda r: r.seed)]
+
+
+looked = run_in_looks(
+    lambda seeds, done: run_seeds(builders, task, config, precision, groups=groups,
+                                  **{**notebook.run_options(p, out), "seeds": seeds, "done": done}),
+    claims, lambda runs: paired_losses({a: test_losses(runs, a) for a in builders}, claims),
+    seeds=seeds, looks=p.looks, alpha=p.alpha)
+runs = looked.runs
+print(f"ran {looked.seeds} seeds of {p.n_seeds}")
+if looked.decisions:
+    display(Markdown(looked.markdown()))
 
 # %% [markdown]
 # ## Results
@@ -183,6 +257,10 @@ table = summarize(runs)
 notebook.save_table(table, out, "results_table")
 display(table[["params", "gflops_per_forward", "ms_per_step", "val_loss", "test_loss", "test_loss_lo",
                "test_loss_hi", "skipped_steps"]].round(4))
+losses = {a: test_losses(runs, a) for a in builders}
+per_seed = pd.DataFrame(losses, index=pd.Index(sorted({r.seed for r in runs}), name="seed"))
+per_seed["null − baseline"] = per_seed["null"] - per_seed["baseline"]
+display(per_seed.round(4))
 
 # %%
 fig, (ax_loss, ax_grad, ax_ode) = plots.figure(3)
@@ -198,19 +276,39 @@ fig.tight_layout()
 notebook.save_figure(fig, out, "loss_and_gradients")
 
 # %% [markdown]
-# ## Gradients relative to the baseline
+# ## Gradients relative to the baseline (descriptive)
 # Per seed, the mean gradient norm of each group over training divided by the baseline's (same seed, same batches);
-# geometric mean over seeds with its 95 % interval. 1 means the hybrid's layers receive the gradient the baseline's
-# do; the source's "no vanishing, no exploding" becomes: within a factor `grad_ratio_band` either way.
+# geometric mean over seeds with its 95 % interval. For the groups outside the span (embedding, blocks before and
+# after it, head) 1 means they receive the gradient the baseline's do. For the span itself the hybrid's ratio is
+# dominated by its parameterisation: every weight gradient of the vector field is multiplied by α, so the row
+# "replaced ÷ α" divides each seed's ratio by the α its hybrid ended with (α's mean over training is not recorded;
+# its final value is shown beside it). No verdict is drawn from these numbers: the source's thresholds could not fail
+# (its norms were taken after clipping), and a band around a ratio that α sets would test the initialisation.
 
 # %%
-groups = [g for g in ("embedding", "before", "replaced", "after", "head") if g in runs[0].history.grad_norm]
-ratios = {arm: {g: grad_ratios(runs, arm, "baseline", g) for g in groups
-                if all(g in r.history.grad_norm for r in runs if r.model == arm)} for arm in ("hybrid", "shared")}
-ratio_table = pd.DataFrame([{"arm": arm, "group": g, **{k: math.exp(v) if k != "n" else v for k, v in
-                                                         vars(mean_ci([math.log(x) for x in xs])).items()}}
-                            for arm, by_group in ratios.items() for g, xs in by_group.items()])
+group_names = [g for g in ("embedding", "before", "replaced", "after", "head") if g in runs[0].history.grad_norm]
+hybrid_runs = sorted((r for r in runs if r.model == "hybrid"), key=lambda r: r.seed)
+span = f"blocks.{cfg.replaced_blocks('hybrid').start}"
+alphas = [float(r.module.get_submodule(span).field.alpha) for r in hybrid_runs]
+
+
+def geometric(xs):
+    ci = mean_ci(np.log(xs))
+    return {"ratio": math.exp(ci.mean), "low": math.exp(ci.low), "high": math.exp(ci.high), "seeds": len(xs)}
+
+
+ratio_rows = []
+for arm in ("hybrid", "shared"):
+    for g in group_names:
+        if all(g in r.history.grad_norm for r in runs if r.model == arm):
+            xs = grad_ratios(runs, arm, "baseline", g)
+            ratio_rows.append({"arm": arm, "group": g, **geometric(xs)})
+            if arm == "hybrid" and g == "replaced":
+                ratio_rows.append({"arm": arm, "group": "replaced ÷ α", **geometric(alpha_normalised(xs, alphas))})
+ratio_table = pd.DataFrame(ratio_rows)
 display(ratio_table.round(4))
+print("the hybrid's learned α at the end of training, per seed: " + ", ".join(f"{a:.3f}" for a in alphas)
+      + f" (initialised at {p.alpha_init})")
 
 # %% [markdown]
 # ## Control signal (untrained, not a finding)
@@ -219,7 +317,6 @@ display(ratio_table.round(4))
 # describe an untrained input layer, not something the model learned, and they enter no verdict.
 
 # %%
-hybrid_runs = [r for r in runs if r.model == "hybrid"]
 hybrid = hybrid_runs[0].module.eval()
 x, _ = data.fixed_batches(splits.valid, 1, p.batch_size, p.seq_len)[0]
 x = x.to(precision.device)
@@ -240,7 +337,6 @@ display(control_table)
 
 # %%
 test_tokens = splits.test[: p.dynamics_sequences * p.dynamics_tokens].view(p.dynamics_sequences, p.dynamics_tokens)
-span = f"blocks.{cfg.replaced_blocks('hybrid').start}"
 dyn = dynamics.analyse(hybrid_runs[0].module, span, list(test_tokens), label="hybrid")
 display(dyn.round(4))
 fig, axes = plots.figure(3)
@@ -250,67 +346,43 @@ notebook.save_figure(fig, out, "dynamics")
 
 # %% [markdown]
 # ## Verdicts
-# - *Hybrid within 10 % of the baseline* (test loss ratio < 1 + `loss_margin`, on the log scale): *not held* when the
-#   hybrid is significantly more than 10 % worse — the null arm shows whether that branch is reachable here: its
-#   own test is the calibration verdict below.
-# - *The 10 % criterion can fail*: the null arm (layers removed) is significantly more than 10 % worse than the
-#   baseline. If this is not held, "within 10 %" says nothing at this scale.
-# - *Hybrid beats the null arm* and *hybrid beats the weight-shared block at equal evaluations*: not held when the
-#   hybrid is significantly worse.
-# - *Gradients flow*: for the blocks below the span (and the embedding), and for the span itself, the hybrid's
-#   gradient norm relative to the baseline's lies within [1/band, band]: not held when significantly outside.
+# - *The gate* (removing the replaced layers costs more than `margin`): if it is not held, the configuration cannot
+#   tell a working hybrid from an arm that does nothing, and the claims resting on it read "not testable at this
+#   scale".
+# - *Hybrid non-inferior to the baseline*: held when "the hybrid is worse by `margin` or more" is rejected; not held
+#   when "it is worse by less" is — an arm that does no work (the null arm, by the gate) would be not held.
+# - *Hybrid beats the null arm*: held when the hybrid's test loss is below the null arm's; not held when an advantage
+#   as large as `margin` is ruled out.
+# - *Hybrid beats the weight-shared block* (secondary, its own Holm family): the same rule against the shared arm.
+# - The share of the null → baseline gap the hybrid closes is descriptive (meaningful only where the gate holds).
 
 # %%
-def test_losses(arm):
-    return [r.test_loss for r in sorted((r for r in runs if r.model == arm), key=lambda r: r.seed)]
-
-
-def band(xs):
-    """Two one-sided tests: the ratio is below `band` and above 1/`band` (on the log scale)."""
-    ones = [1.0] * len(xs)
-    return [paired_test(xs, ones, claim="below", threshold=math.log(p.grad_ratio_band), log=True),
-            paired_test(xs, ones, claim="above", threshold=-math.log(p.grad_ratio_band), log=True)]
-
-
-margin = math.log(1 + p.loss_margin)
-base, hyb, null, shared = (test_losses(a) for a in ("baseline", "hybrid", "null", "shared"))
-gap = [n - b for n, b in zip(null, base)]
-closed = mean_ci([(n - h) / g for n, h, g in zip(null, hyb, gap)])
-closed_shared = mean_ci([(n - s) / g for n, s, g in zip(null, shared, gap)])
-where = (f"the hybrid closes {closed} of the null → baseline gap in test loss; the shared block closes "
-         f"{closed_shared} (1 = as good as the baseline, 0 = as bad as removing the layers)")
-tests = {
-    f"hybrid test loss within {p.loss_margin:.0%} of the baseline":
-        [paired_test(hyb, base, claim="below", threshold=margin, log=True)],
-    f"the {p.loss_margin:.0%} criterion can fail: removing the layers costs more than that":
-        [paired_test(null, base, claim="above", threshold=margin, log=True)],
-    "hybrid beats the null arm (the ODE block does the replaced layers' work)":
-        [paired_test(hyb, null, claim="below")],
-    f"hybrid beats one weight-shared block applied {nfe} times (equal evaluations)":
-        [paired_test(hyb, shared, claim="below")],
-    f"gradient below the ODE block within ×{p.grad_ratio_band:g} of the baseline's (embedding and earlier blocks)":
-        [t for g in ("embedding", "before") if g in ratios["hybrid"] for t in band(ratios["hybrid"][g])],
-    f"the ODE block's gradient within ×{p.grad_ratio_band:g} of the replaced layers'":
-        band(ratios["hybrid"]["replaced"]),
-}
+closed = mean_ci(gap_closed(losses, "hybrid"))
+closed_shared = mean_ci(gap_closed(losses, "shared"))
+scale = (f"d {p.d_model}, {p.n_layer} layers with {p.ode_layers} replaced, {p.tokenizer} tokens, {p.steps} steps × "
+         f"{p.batch_size} × {p.seq_len} tokens, lr {p.lr:g}, {looked.seeds} seeds (source: d 256, 6 layers with "
+         "[2, 3] replaced, GPT-2 tokens, 500 steps × 32 × 64, lr 3e-4)")
 skipped = int(table.skipped_steps.sum())
-scale = (f"d {p.d_model}, {p.n_layer} layers, {p.tokenizer} tokens, {p.steps} steps × {p.batch_size} × {p.seq_len} "
-         f"tokens, {p.n_seeds} seeds (source: d 256, GPT-2 tokens, 500 steps × 32 × 64)")
-verdicts = holm_verdicts(tests, p.alpha, scale, notes={
-    next(iter(tests)): where,
-    next(k for k in tests if k.startswith("gradient below")): f"{skipped} skipped steps excluded"})
+verdicts = [s.verdict(scale) for s in looked.settled]
 notebook.show_verdicts(verdicts)
+print(f"the hybrid closes {closed} of the null → baseline gap, the shared block {closed_shared} "
+      f"(1 = as good as the baseline, 0 = as bad as removing the layers); {skipped} skipped steps")
 
 # %%
 headline = {
     **{f"{m} test loss": table.loc[m, "test_loss"] for m in table.index},
-    "hybrid/baseline test loss": math.exp(mean_ci([math.log(h / b) for h, b in zip(hyb, base)]).mean),
+    "null − baseline test loss": float(np.mean(per_seed["null − baseline"])),
+    "margin (nats)": p.margin,
+    "hybrid − baseline test loss": float(np.mean(np.subtract(losses["hybrid"], losses["baseline"]))),
     **{f"{m}/baseline ms per step": table.loc[m, "ms_per_step"] / table.loc["baseline", "ms_per_step"]
        for m in table.index if m != "baseline"},
     "gap closed by the hybrid": closed.mean,
+    "hybrid α (final, mean over seeds)": float(np.mean(alphas)),
+    "seeds run": looked.seeds,
 }
 notebook.save_results(out, headline, verdicts=verdicts, data=splits.description, precision=str(precision),
                       parameters=p.to_dict(), summary=table.reset_index().to_dict("records"),
-                      gradient_ratios=ratio_table.to_dict("records"), dynamics=dyn.to_dict("records"),
-                      control_untrained=control_table.reset_index().to_dict("records"),
+                      declared=declaration(claims), design=design.to_dict("records"),
+                      looks=looked.markdown(), gradient_ratios=ratio_table.to_dict("records"), alphas=alphas,
+                      dynamics=dyn.to_dict("records"), control_untrained=control_table.reset_index().to_dict("records"),
                       runs=[r.record() for r in runs])

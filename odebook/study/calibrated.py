@@ -1,0 +1,74 @@
+"""A replacement judged against a calibrated null: study 01's declared claims and the numbers they rest on.
+
+"The hybrid is as good as the baseline" means nothing where removing the replaced layers costs nothing. So the
+claims are declared around a **gate**: the null arm (the baseline without the replaced layers) must be worse than
+the baseline by more than the non-inferiority margin — tested at α on the per-seed paired gaps, outside every
+family. Resting on that gate, the primary claims are
+
+- *non-inferiority*: candidate − reference in test loss is below the margin (lower is better);
+- *beats the null*: candidate − null lies below 0 (superiority; "not held" once an advantage as large as the margin
+  is ruled out) — the candidate does the removed layers' work;
+
+and, secondary, the candidate against each ``others`` arm (superiority at the same margin). With a failed gate every
+one of them reads "not testable at this scale" (``claims.settle``).
+
+``alpha_normalised`` puts gradient-norm ratios of an ODE block beside the learned output scale α that multiplies
+every weight gradient of its vector field: a ratio of α to the baseline's is what the parameterisation predicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from odebook.study.claims import Claim, paired
+
+__all__ = ["GATE", "calibrated_claims", "comparisons", "paired_losses", "gap_closed", "alpha_normalised"]
+
+GATE = "removing the replaced layers costs more than the margin"
+
+
+def calibrated_claims(margin: float, *, candidate: str = "hybrid", reference: str = "baseline", null: str = "null",
+                      others: Mapping[str, str] = {}, units: str = "nats") -> list[Claim]:
+    """The gate, the two primary claims and a secondary claim per ``others`` arm (name → how the claim calls it),
+    every comparison a paired difference a − b of test losses named ``"a − b"`` (``comparisons``)."""
+    if not margin > 0:
+        raise ValueError(f"the margin must be positive ({units}), got {margin!r}")
+    gate = Claim(GATE, "gate", margin, "higher", units, parts=(f"{null} − {reference}",))
+    rest = (GATE,)
+    return [gate,
+            Claim(f"{candidate} non-inferior to the {reference}", "non-inferiority", margin, "lower", units,
+                  rests_on=rest, parts=(f"{candidate} − {reference}",)),
+            Claim(f"{candidate} beats the {null} arm (it does the replaced layers' work)", "superiority", margin,
+                  "lower", units, rests_on=rest, parts=(f"{candidate} − {null}",)),
+            *[Claim(f"{candidate} beats {label}", "superiority", margin, "lower", units, primary=False,
+                    rests_on=rest, parts=(f"{candidate} − {arm}",)) for arm, label in others.items()]]
+
+
+def comparisons(claims: Sequence[Claim]) -> list[tuple[str, str]]:
+    """The (a, b) arm pairs the claims compare, read from their comparison names "a − b"."""
+    return list(dict.fromkeys(tuple(part.split(" − ")) for c in claims for part in c.comparisons))
+
+
+def paired_losses(losses: Mapping[str, Sequence[float]], claims: Sequence[Claim]) -> dict[str, np.ndarray]:
+    """Per comparison of ``claims``, the per-seed differences a − b of ``losses`` (arm → values in seed order)."""
+    return {f"{a} − {b}": paired(losses[a], losses[b]) for a, b in comparisons(claims)}
+
+
+def gap_closed(losses: Mapping[str, Sequence[float]], arm: str, *, reference: str = "baseline",
+               null: str = "null") -> np.ndarray:
+    """Per seed, the share of the null → reference gap that ``arm`` closes: (null − arm) / (null − reference);
+    1 = as good as the reference, 0 = as bad as removing the layers. Meaningful only where the gap is not noise."""
+    n, a, r = (np.asarray(losses[k], dtype=float) for k in (null, arm, reference))
+    return (n - a) / (n - r)
+
+
+def alpha_normalised(ratios: Sequence[float], alphas: Sequence[float]) -> np.ndarray:
+    """Per seed, a gradient-norm ratio (ODE block over the layers it replaces) divided by the block's learned α:
+    the ratio the field's weights would show without the scale α puts on all their gradients (≈ 1 when the block's
+    weights receive what the replaced layers' do, beside the α it learned)."""
+    r, a = np.asarray(ratios, dtype=float), np.asarray(alphas, dtype=float)
+    if r.shape != a.shape:
+        raise ValueError(f"one α per ratio, got {len(a)} and {len(r)}")
+    return r / np.abs(a)

@@ -1,0 +1,59 @@
+"""study.calibrated: study 01's claims rest on the null arm's gap; a failed gate makes them untestable."""
+
+import numpy as np
+import pytest
+
+from odebook.study.calibrated import (GATE, alpha_normalised, calibrated_claims, comparisons, gap_closed,
+                                      paired_losses)
+from odebook.study.claims import settle
+
+NOISE = np.array([0.004, -0.003, 0.001, -0.002, 0.0, 0.003])
+
+
+def _settled(null_gap: float, hybrid_gap: float, margin: float = 0.05):
+    """Six seeds: baseline at 2.0, null and hybrid above it by the given gaps (plus a little seed noise)."""
+    base = 2.0 + np.array([0.01, -0.02, 0.0, 0.015, -0.01, 0.005])
+    losses = {"baseline": base, "null": base + null_gap + NOISE, "hybrid": base + hybrid_gap - NOISE[::-1],
+              "shared": base + null_gap / 2 + NOISE}
+    claims = calibrated_claims(margin, others={"shared": "the weight-shared block"})
+    return {s.claim.name: s.outcome for s in settle(claims, paired_losses(losses, claims))}
+
+
+def test_a_null_gap_below_the_margin_makes_the_primaries_not_testable():
+    out = _settled(null_gap=0.01, hybrid_gap=0.0)
+    assert out[GATE] == "not held"
+    assert [o for name, o in out.items() if name != GATE] == ["not testable at this scale"] * 3
+
+
+def test_a_calibrated_gap_lets_the_primaries_hold():
+    out = _settled(null_gap=0.3, hybrid_gap=0.0)
+    assert out[GATE] == "held"
+    assert out["hybrid non-inferior to the baseline"] == "held"
+    assert out["hybrid beats the null arm (it does the replaced layers' work)"] == "held"
+    assert out["hybrid beats the weight-shared block"] == "held"
+
+
+def test_a_hybrid_that_does_no_work_fails_both_primaries():
+    out = _settled(null_gap=0.3, hybrid_gap=0.3)
+    assert out[GATE] == "held"
+    assert out["hybrid non-inferior to the baseline"] == "not held"
+    assert out["hybrid beats the null arm (it does the replaced layers' work)"] == "not held"
+
+
+def test_comparisons_and_differences_follow_the_declared_claims():
+    claims = calibrated_claims(0.1, others={"shared": "shared"})
+    assert comparisons(claims) == [("null", "baseline"), ("hybrid", "baseline"), ("hybrid", "null"),
+                                   ("hybrid", "shared")]
+    d = paired_losses({"baseline": [2.0, 2.1], "null": [2.5, 2.4], "hybrid": [2.1, 2.1], "shared": [2.0, 2.3]},
+                      claims)
+    assert np.allclose(d["null − baseline"], [0.5, 0.3]) and np.allclose(d["hybrid − shared"], [0.1, -0.2])
+    with pytest.raises(ValueError, match="margin must be positive"):
+        calibrated_claims(0.0)
+
+
+def test_gap_closed_and_alpha_normalisation():
+    losses = {"baseline": [2.0, 2.0], "null": [2.4, 2.2], "hybrid": [2.1, 2.2]}
+    assert np.allclose(gap_closed(losses, "hybrid"), [0.75, 0.0])
+    assert np.allclose(alpha_normalised([0.098, 0.2], [0.1, -0.4]), [0.98, 0.5])
+    with pytest.raises(ValueError, match="one α per ratio"):
+        alpha_normalised([1.0], [0.1, 0.2])

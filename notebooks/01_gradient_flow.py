@@ -144,6 +144,7 @@ design_sd = 0.0
 dynamics_sequences = 2
 dynamics_tokens = 8
 alpha = 0.05
+looks = []
 
 # %%
 import math

@@ -5,7 +5,9 @@ stopped (efficacy, futility, or the cap), and runs the next look's new seeds onl
 ran are kept, so a look costs only its new seeds. The verdicts: the primary claims take their sequential decision
 (efficacy → held or equivalent, futility → not held, the cap → inconclusive with the seeds a fixed study at their
 level would need); gates, descriptive and secondary claims are settled by ``claims.settle`` on every seed that ran.
-With no interim looks the study runs its seeds at once and ``claims.settle`` decides everything (Holm).
+With no interim looks the study runs its seeds at once and ``claims.settle`` decides everything (Holm). When every
+primary claim rests on a gate (a calibration) that has come out not held, the looks stop there: those claims read
+"not testable at this scale" whatever further seeds would show.
 """
 
 from __future__ import annotations
@@ -77,6 +79,14 @@ def run_in_looks(run: Callable[[Sequence[int], list], list], claims: Sequence[Cl
         runs = run(seeds[:n], runs)
         values = values_of(runs)
         action, next_n, decisions = decide_all(claims, values, plan, alpha=alpha)
-        if action == "stop":
+        if action == "stop" or _gated_out(claims, values, alpha):
             return Looked(runs, decisions, settle_looked(claims, values, decisions, alpha=alpha, power=power), n)
         n = next_n
+
+
+def _gated_out(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], alpha: float) -> bool:
+    """Every primary claim rests on a gate that came out not held on the seeds so far (the calibration failed):
+    more seeds would be run for claims that read "not testable at this scale", so the looks stop."""
+    primaries = [c for c in claims if c.primary and c.kind in TESTED]
+    gates = {s.claim.name: s.outcome for s in settle([c for c in claims if c.kind == "gate"], values, alpha=alpha)}
+    return bool(primaries) and all(any(gates.get(g) == "not held" for g in c.rests_on) for c in primaries)

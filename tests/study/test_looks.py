@@ -73,3 +73,16 @@ def test_bad_looks_are_refused():
     run, values_of, _ = _study({"better": [0.0] * 4})
     with pytest.raises(ValueError, match="stay below the 4 seeds"):
         run_in_looks(run, [Claim("better", "superiority", margin=0.5)], values_of, seeds=range(4), looks=[2, 4])
+
+
+def test_a_failed_gate_stops_the_looks_and_leaves_the_primaries_untestable():
+    gate = Claim("calibrated", "gate", 0.5, "higher")
+    gated = Claim("better", "superiority", margin=0.3, rests_on=("calibrated",))
+    noisy = list(np.random.default_rng(1).normal(0.0, 1.0, 8))  # would run to the cap (the test above)
+    run, values_of, calls = _study({"better": noisy, "calibrated": [0.0, 0.01, -0.01, 0.0, 0.0, 0.0, 0.0, 0.0]})
+    looked = run_in_looks(run, [gate, gated], values_of, seeds=range(8), looks=[3, 5])
+    assert calls == [[0, 1, 2]] and looked.seeds == 3
+    assert [s.outcome for s in looked.settled] == ["not held", "not testable at this scale"]
+    run, values_of, calls = _study({"better": noisy, "calibrated": [2.0, 2.1, 1.9, 2.0, 2.0, 2.0, 2.0, 2.0]})
+    looked = run_in_looks(run, [gate, gated], values_of, seeds=range(8), looks=[3, 5])
+    assert looked.seeds == 8 and looked.settled[0].outcome == "held"

@@ -154,3 +154,5 @@ def test_looks_must_increase_below_n_seeds():
     with pytest.raises(ParamError, match=r"key 'looks' = \[3, 6\]"):
         GradientFlowParams.from_mapping({"n_seeds": 6, "looks": [3, 6]}, "test.yaml")
     assert GradientFlowParams.from_mapping({"n_seeds": 6, "looks": [3]}, "test.yaml").looks == [3]
+    # the default (no interim looks) can be written out, e.g. by a profile whose study defaults to looks
+    assert GradientFlowParams.from_mapping({"n_seeds": 2, "looks": []}, "test.yaml").looks == []

@@ -166,7 +166,8 @@ from odebook.params import ODESolverParams
 from odebook.study.claims import Claim, declaration, paired
 from odebook.study.experiment import loss_with_solver, run_seeds, summarize
 from odebook.study.looks import run_in_looks
-from odebook.study.measure import crossover, generation_speed, nfe_per_forward, sensitivity_sweep, solver_timing
+from odebook.study.measure import (crossover, generation_speed, memory_verdicts, nfe_per_forward, sensitivity_sweep,
+                                   solver_timing)
 from odebook.study.sequential import operating
 from odebook.study.stats import Verdict
 from odebook.study.task import lm_task
@@ -413,28 +414,8 @@ verdicts.append(dataclasses.replace(
                               scale=scale),
     evidence=f"rk4 / dopri5: {speed_step}; per forward on held-out data rk4 {rk4_nfe:.0f}, dopri5 {dopri5_nfe:.0f} "
              "evaluations — the time ratio is the evaluation ratio unless the time per evaluation differs from 1"))
-calibrated = growth["direct"] > p.memory_growth_limit
-calibration = (f"direct backpropagation grows {growth['direct']:.2f}× from {first} to {last} steps (it must grow "
-               f"more than {p.memory_growth_limit}× for the measurement to see growth)")
-if "adjoint" in p.sensitivities:
-    ratio = at("adjoint", last, "peak_memory_mb") / at("direct", last, "peak_memory_mb")
-    verdicts.append(Verdict(
-        "adjoint reduces memory",
-        "not testable at this scale" if not calibrated else "held" if ratio < 1 / p.memory_growth_limit
-        else "not held",
-        f"at {last} steps adjoint / direct peak memory = {ratio:.3f} (held below 1/{p.memory_growth_limit}); growth "
-        f"{first}→{last} steps: adjoint {growth['adjoint']:.2f}×; {calibration}", scale,
-        "single measurement against a threshold", "gated on the memory calibration"))
-if "reversible" in p.sensitivities:
-    errors = [at("reversible", n, "grad_rel_error") for n in p.sweep_steps]
-    verdicts.append(Verdict(
-        "reversible mode is O(1) memory",
-        "not testable at this scale" if not calibrated else "held" if growth["reversible"] <= p.memory_growth_limit
-        and max(errors) <= p.reversible_grad_tolerance else "not held",
-        f"peak memory grows {growth['reversible']:.2f}× from {first} to {last} steps (limit "
-        f"{p.memory_growth_limit}×); gradient error vs direct at most {max(errors):.2g} (limit "
-        f"{p.reversible_grad_tolerance:g}); {calibration}", scale, "single measurement against a threshold",
-        "gated on the memory calibration"))
+verdicts += memory_verdicts(sweep, growth_limit=p.memory_growth_limit, grad_tolerance=p.reversible_grad_tolerance,
+                            scale=scale)
 identical = bool(speed.identical_tokens.all())
 passed = all(c.reached and c.length <= p.crossover_limit for c in crossovers.values())
 verdicts.append(Verdict(

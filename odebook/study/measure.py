@@ -26,11 +26,12 @@ from odebook.models.arms import HybridConfig
 from odebook.models.lm import LM, generate, lm_loss
 from odebook.nn import torch_private
 from odebook.nn.ode import count_evaluations
+from odebook.study.stats import Verdict
 from odebook.study.timing import MIN_REPS, Timing, interleaved
 from odebook.training.runtime import Precision, synchronize
 
 __all__ = ["peak_memory", "gradient", "relative_error", "nfe_per_forward", "training_step", "sensitivity_sweep",
-           "SolverTiming", "solver_timing", "generation_speed", "Crossover", "crossover"]
+           "memory_verdicts", "SolverTiming", "solver_timing", "generation_speed", "Crossover", "crossover"]
 
 
 def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
@@ -141,6 +142,45 @@ def generation_speed(model: LM, prompt: torch.Tensor, n_new: int) -> dict:
         seconds[cache] = time.perf_counter() - t0
     return {"new_tokens": n_new, "cached_s": seconds[True], "recomputed_s": seconds[False],
             "speedup": seconds[False] / seconds[True], "identical_tokens": bool(torch.equal(out[True], out[False]))}
+
+
+def memory_verdicts(sweep: pd.DataFrame, *, growth_limit: float, grad_tolerance: float, scale: str = ""
+                    ) -> list[Verdict]:
+    """The memory claims, read from a ``sensitivity_sweep`` between its fewest and most steps: "adjoint reduces
+    memory" (adjoint / direct peak memory at the most steps below 1 / ``growth_limit``) and "reversible mode is O(1)
+    memory" (its peak memory grows at most ``growth_limit``× and its gradient lies within ``grad_tolerance`` of
+    direct backpropagation's at every point). Both rest on a calibration: direct backpropagation's memory must grow
+    by more than ``growth_limit``×, else the measurement cannot see memory grow and both read "not testable at this
+    scale". A claim whose sensitivity the sweep lacks is left out."""
+    first, last = sweep.steps.min(), sweep.steps.max()
+
+    def at(sensitivity: str, n: int, column: str) -> float:
+        return sweep[(sweep.sensitivity == sensitivity) & (sweep.steps == n)][column].item()
+
+    present = set(sweep.sensitivity)
+    growth = {m: at(m, last, "peak_memory_mb") / at(m, first, "peak_memory_mb") for m in present}
+    calibrated = growth["direct"] > growth_limit
+    calibration = (f"direct backpropagation grows {growth['direct']:.2f}× from {first} to {last} steps (it must grow "
+                   f"more than {growth_limit:g}× for the measurement to see growth)")
+    kind, role = "single measurement against a threshold", "gated on the memory calibration"
+    out = []
+    if "adjoint" in present:
+        ratio = at("adjoint", last, "peak_memory_mb") / at("direct", last, "peak_memory_mb")
+        held = ratio < 1 / growth_limit
+        out.append(Verdict("adjoint reduces memory", "not testable at this scale" if not calibrated
+                           else "held" if held else "not held",
+                           f"at {last} steps adjoint / direct peak memory = {ratio:.3f} (held below "
+                           f"1/{growth_limit:g}); adjoint grows {growth['adjoint']:.2f}×; {calibration}",
+                           scale, kind, role))
+    if "reversible" in present:
+        error = max(at("reversible", n, "grad_rel_error") for n in sorted(set(sweep.steps)))
+        held = growth["reversible"] <= growth_limit and error <= grad_tolerance
+        out.append(Verdict("reversible mode is O(1) memory", "not testable at this scale" if not calibrated
+                           else "held" if held else "not held",
+                           f"peak memory grows {growth['reversible']:.2f}× from {first} to {last} steps (limit "
+                           f"{growth_limit:g}×); gradient error vs direct at most {error:.2g} (limit "
+                           f"{grad_tolerance:g}); {calibration}", scale, kind, role))
+    return out
 
 
 @dataclass(frozen=True)

@@ -154,3 +154,29 @@ def test_solver_timing_interleaves_two_integrators_and_divides_the_time_by_the_e
     assert t.timing.ratio.n == 20 and t.timing.ratio.mean > 1  # 8× the evaluations takes longer
     assert t.per_evaluation == pytest.approx(t.timing.ratio.mean / 8)
     assert "evaluations per step 16 / 2" in str(t) and "interleaved pairs" in str(t)
+
+
+def _sweep(direct, adjoint, reversible, error=1e-7):
+    """A synthetic sensitivity sweep at 4 and 32 steps: peak memory (MiB) of each sensitivity at the two points."""
+    import pandas as pd
+
+    rows = [{"steps": n, "sensitivity": s, "peak_memory_mb": mb[i], "grad_rel_error": 0.0 if s == "direct" else error}
+            for i, n in enumerate((4, 32)) for s, mb in (("direct", direct), ("adjoint", adjoint),
+                                                         ("reversible", reversible))]
+    return pd.DataFrame(rows)
+
+
+def test_memory_verdicts_hold_fail_and_are_not_testable_without_the_calibration():
+    from odebook.study.measure import memory_verdicts
+
+    def outcomes(sweep, tolerance=1e-3):
+        return [v.outcome for v in memory_verdicts(sweep, growth_limit=1.2, grad_tolerance=tolerance)]
+
+    assert outcomes(_sweep((1, 7), (1, 1), (1, 1))) == ["held", "held"]
+    assert outcomes(_sweep((1, 7), (7, 7), (1, 2))) == ["not held", "not held"]  # no saving; reversible grows
+    assert outcomes(_sweep((1, 7), (1, 1), (1, 1), error=0.1)) == ["held", "not held"]  # a wrong gradient
+    # direct backpropagation does not grow: the measurement cannot see growth, so neither claim can be tested
+    assert outcomes(_sweep((1, 1.1), (0.5, 0.5), (1, 1))) == ["not testable at this scale"] * 2
+    only_direct = _sweep((1, 7), (1, 1), (1, 1))
+    assert memory_verdicts(only_direct[only_direct.sensitivity == "direct"], growth_limit=1.2,
+                           grad_tolerance=1e-3) == []

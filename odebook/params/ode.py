@@ -89,18 +89,29 @@ class ODESolverParams(ODEHybridParams):
     Defaults are the t4 profile: study 01's model with a context long enough for 1024 generated tokens."""
 
     study: ClassVar[str] = "05_ode_solvers"
-    defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 3, "seq_len": 128, "max_seq_len": 1088}
+    defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 3, "looks": [2], "seq_len": 128, "max_seq_len": 1088}
 
-    integrators: list[str] = spec(list(SOLVERS), choices=SOLVERS)
+    integrators: list[str] = spec(["rk4", "dopri5"], choices=SOLVERS,
+                                  help="the trained hybrids (every integrator re-solves the trained weights)")
     nfe_budget: int = spec(8, ge=4, help="vector-field evaluations per forward of every fixed-grid integrator: "
                                          "euler takes nfe_budget steps, midpoint nfe_budget/2, rk4 nfe_budget/4")
+    accuracy_margin: float = spec(0.01, gt=0.0, help="nats: the equivalence margin of 'RK4 is as accurate as "
+                                                     "dopri5', and the gap the crudest integrator must exceed "
+                                                     "for that claim to be testable (the gate)")
+    timing_pairs: int = spec(20, ge=20, help="interleaved rk4 / dopri5 training-step pairs of the speed claim")
     sweep_solver: str = spec("rk4", choices=FIXED_GRID, help="integrator of the sensitivity sweep")
     sweep_steps: list[int] = spec([4, 8, 16, 32], ge=1, help="numbers of steps of the sensitivity sweep")
     sensitivities: list[str] = spec(list(SENSITIVITIES), choices=SENSITIVITIES)
     timing_repeats: int = spec(3, ge=1, help="timed training steps per sweep point (after one warm-up)")
-    memory_growth_limit: float = spec(1.2, gt=1.0, help="peak-memory growth over the sweep that counts as O(1)")
+    memory_growth_limit: float = spec(1.2, gt=1.0, help="peak-memory growth over the sweep that counts as O(1); "
+                                                        "direct backpropagation must grow more (the gate)")
+    reversible_grad_tolerance: float = spec(1e-3, gt=0.0, help="the reversible mode's gradient must lie this close "
+                                                               "to direct backpropagation's (relative error)")
     generation_solver: str = spec("rk4", choices=FIXED_GRID, help="the hybrid that generates text")
-    generation_lengths: list[int] = spec([256, 1024], ge=1, help="new tokens of the KV-cache speed test")
+    generation_lengths: list[int] = spec([64, 128, 256, 512, 1024], ge=1,
+                                         help="new tokens of the KV-cache speed curve (increasing)")
+    crossover_limit: int = spec(1024, ge=1, help="the KV-cache claim holds when every model's speed-up passes "
+                                                 "speedup_target by this many generated tokens")
     prompt_tokens: int = spec(32, ge=1, help="held-out prompt length for generation")
     speedup_target: float = spec(10.0, gt=1.0, help="the source's lower bound for the KV-cache speed-up")
     n_samples: int = spec(2, ge=0)
@@ -118,6 +129,11 @@ class ODESolverParams(ODEHybridParams):
                           f"{self.integrators}")
         if "direct" not in self.sensitivities:
             errors.append(f"key 'sensitivities' = {self.sensitivities}: must include 'direct' (the reference)")
+        if self.generation_lengths != sorted(set(self.generation_lengths)):
+            errors.append(f"key 'generation_lengths' = {self.generation_lengths}: must increase")
+        elif self.crossover_limit > self.generation_lengths[-1]:
+            errors.append(f"key 'crossover_limit' = {self.crossover_limit}: the speed-up curve must reach it (the "
+                          f"longest of generation_lengths is {self.generation_lengths[-1]})")
         if len(set(self.sweep_steps)) < 2:
             errors.append(f"key 'sweep_steps' = {self.sweep_steps}: needs at least two different step counts")
         errors += self.solver_errors(self.integrators)

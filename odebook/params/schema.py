@@ -130,8 +130,9 @@ class Params:
 
     seed: int = spec(0, ge=0, help="first seed; seed i of n_seeds is seed + i")
     n_seeds: int = spec(1, ge=1, le=20, help="independent training runs per model (the cap of the looks)")
-    looks: list[int] = spec([], ge=2, min_len=0, help="interim looks: seed counts below n_seeds at which the primary claims are "
-                            "examined and the study stops once they are settled (study.looks); [] = n_seeds at once")
+    looks: list[int] = spec([], ge=2, min_len=0,
+                            help="interim looks: seed counts below n_seeds at which the primary claims are examined "
+                                 "and the study stops once they are settled (study.looks); [] = n_seeds at once")
     device: str = spec("auto", choices=("auto", "cpu", "cuda"), help="auto = cuda when available")
     output_dir: str = spec("", path=True, help="where figures and results go; '' = outputs/interactive/<study>; "
                            "the runner sets it (a profile file may not)")

@@ -2,7 +2,10 @@ import pytest
 import torch
 
 from odebook.models import lm as models
-from odebook.study.measure import generation_speed, nfe_per_forward, peak_memory, sensitivity_sweep
+import math
+
+from odebook.study.measure import (crossover, generation_speed, nfe_per_forward, peak_memory, sensitivity_sweep,
+                                   solver_timing, training_step)
 from odebook.training.runtime import precision_for, seed_everything
 
 CPU = precision_for(torch.device("cpu"))
@@ -109,3 +112,71 @@ def test_loss_with_solver_refuses_a_solver_the_block_s_sensitivity_rules_out_and
     with pytest.raises(ValueError, match="adaptive"):
         loss_with_solver(model, "dopri5", 1, batches, CPU)
     assert (model.blocks[1].solver, model.blocks[1].steps) == ("midpoint", 2)
+
+
+def test_crossover_interpolates_the_log_log_curve_where_it_first_passes_the_target():
+    # speed-up ∝ length on a log–log line through (100, 5) and (400, 20): 10× at 200 tokens
+    c = crossover([100, 400, 1600], [5.0, 20.0, 80.0], 10.0)
+    assert c.reached and not c.below and c.length == pytest.approx(200.0) and "from 200 tokens" in str(c)
+    # the first upward passage counts, not a later one after a dip
+    assert crossover([64, 128, 256, 512], [4.0, 12.0, 8.0, 16.0], 10.0).length == pytest.approx(
+        64 * 2 ** (math.log(10 / 4) / math.log(12 / 4)))
+    # exactly at a measured length
+    assert crossover([64, 256], [2.0, 10.0], 10.0).length == pytest.approx(256.0)
+
+
+def test_crossover_says_when_the_target_is_not_reached_or_already_passed():
+    c = crossover([64, 256, 1024], [2.0, 6.0, 9.9], 10.0)
+    assert not c.reached and c.length is None and str(c) == "10× not reached up to 1024 tokens"
+    first = crossover([64, 256], [12.0, 30.0], 10.0)
+    assert first.reached and first.below and first.length == 64 and "at or below 64" in str(first)
+    with pytest.raises(ValueError):
+        crossover([256, 64], [2.0, 12.0], 10.0)
+    with pytest.raises(ValueError):
+        crossover([64, 256], [2.0], 10.0)
+
+
+def test_training_step_counts_evaluations_and_leaves_gradients():
+    x = torch.randint(0, 40, (2, 16), generator=torch.Generator().manual_seed(0))
+    model = build("direct", 3)
+    assert training_step(model, (x, x.roll(-1, 1)), CPU)() == (6, 0)  # midpoint: 2 per step, none backward
+    assert all(p.grad is not None for p in model.blocks[1].parameters())
+
+
+def test_solver_timing_interleaves_two_integrators_and_divides_the_time_by_the_evaluations():
+    x = torch.randint(0, 40, (2, 16), generator=torch.Generator().manual_seed(0))
+    weights = build("direct", 2).state_dict()
+    a, b = (config(solver=s, steps=n).hybrid() for s, n in (("rk4", 4), ("euler", 2)))
+    for m in (a, b):
+        m.load_state_dict(weights)
+    t = solver_timing(a, b, (x, x.roll(-1, 1)), CPU, reps=20, warmup=1)
+    assert (t.nfe_a, t.nfe_b) == (16, 2) and t.nfe_ratio == 8
+    assert t.timing.ratio.n == 20 and t.timing.ratio.mean > 1  # 8× the evaluations takes longer
+    assert t.per_evaluation == pytest.approx(t.timing.ratio.mean / 8)
+    assert "evaluations per step 16 / 2" in str(t) and "interleaved pairs" in str(t)
+
+
+def _sweep(direct, adjoint, reversible, error=1e-7):
+    """A synthetic sensitivity sweep at 4 and 32 steps: peak memory (MiB) of each sensitivity at the two points."""
+    import pandas as pd
+
+    rows = [{"steps": n, "sensitivity": s, "peak_memory_mb": mb[i], "grad_rel_error": 0.0 if s == "direct" else error}
+            for i, n in enumerate((4, 32)) for s, mb in (("direct", direct), ("adjoint", adjoint),
+                                                         ("reversible", reversible))]
+    return pd.DataFrame(rows)
+
+
+def test_memory_verdicts_hold_fail_and_are_not_testable_without_the_calibration():
+    from odebook.study.measure import memory_verdicts
+
+    def outcomes(sweep, tolerance=1e-3):
+        return [v.outcome for v in memory_verdicts(sweep, growth_limit=1.2, grad_tolerance=tolerance)]
+
+    assert outcomes(_sweep((1, 7), (1, 1), (1, 1))) == ["held", "held"]
+    assert outcomes(_sweep((1, 7), (7, 7), (1, 2))) == ["not held", "not held"]  # no saving; reversible grows
+    assert outcomes(_sweep((1, 7), (1, 1), (1, 1), error=0.1)) == ["held", "not held"]  # a wrong gradient
+    # direct backpropagation does not grow: the measurement cannot see growth, so neither claim can be tested
+    assert outcomes(_sweep((1, 1.1), (0.5, 0.5), (1, 1))) == ["not testable at this scale"] * 2
+    only_direct = _sweep((1, 7), (1, 1), (1, 1))
+    assert memory_verdicts(only_direct[only_direct.sensitivity == "direct"], growth_limit=1.2,
+                           grad_tolerance=1e-3) == []

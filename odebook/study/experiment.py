@@ -29,6 +29,7 @@ from torch import nn
 from odebook.training import checkpoint as ckpt
 from odebook.training.fingerprint import run_fingerprint
 from odebook.study.flops import forward_flops
+from odebook.study.lr_grid import check_tried
 from odebook.models.lm import count_params, ode_blocks, param_groups
 from odebook.training.runtime import Precision, seed_everything
 from odebook.training.spread import BUILD, spread
@@ -186,15 +187,16 @@ def _scored(run: Run, task: Task, precision: Precision, keep: Callable[[Run], bo
 
 def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config: TrainConfig, precision: Precision,
             *, lrs: Sequence[float], seed: int, progress: bool = True, checkpoints: Path | None = None,
-            fresh: bool = False, key: Mapping | None = None,
-            devices: Sequence[torch.device] | None = None) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
+            fresh: bool = False, key: Mapping | None = None, devices: Sequence[torch.device] | None = None,
+            max_extensions: int = 0) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
     """The same small grid for every model: train each model at each lr in ``lrs`` on ``seed`` and choose the lr
-    with the lowest final validation loss (a rate at which the loss diverges counts as infinite). Neither the test
-    split nor ``task.score`` is scored here. Returns the chosen lr per model, the grid's table (model × lr → final
-    validation loss) and the chosen runs (for reuse as that seed's runs, once scored: ``score_test``). Spread over
-    several GPUs as ``run_seeds``."""
+    with the lowest final validation loss (a rate at which the loss diverges counts as infinite). A model whose
+    choice lies at an edge of what it tried trains one grid step beyond that edge, at most ``max_extensions`` times
+    (study.lr_grid; ``lr_grid.check_tried`` on the table says which choices stayed untuned). Neither the test split
+    nor ``task.score`` is scored here. Returns the chosen lr per model, the grid's table (model × lr → final
+    validation loss; NaN where a model did not try that lr) and the chosen runs (for reuse as that seed's runs, once
+    scored: ``score_test``). Spread over several GPUs as ``run_seeds``."""
     tuning = dataclasses.replace(task, test=None)
-    grid = [(name, lr) for name in builders for lr in lrs]
 
     def job(name: str, lr: float) -> Callable[[Precision], Run | None]:
         def attempt(prec: Precision) -> Run | None:
@@ -205,13 +207,18 @@ def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config:
                 return None
         return attempt
 
-    results = spread([job(*g) for g in grid], precision, devices)
-    runs = [run for run in results if run is not None]
-    rows = [{"model": name, "lr": lr, "val_loss": run.history.final_eval_loss if run else math.inf}
-            for (name, lr), run in zip(grid, results)]
-    table = pd.DataFrame(rows).pivot(index="model", columns="lr", values="val_loss").loc[list(builders)]
-    chosen = {name: float(table.loc[name].idxmin()) for name in builders}
-    return chosen, table, [r for r in runs if r.lr == chosen[r.model]]
+    results: dict[tuple[str, float], Run | None] = {}
+    todo = [(name, float(lr)) for name in builders for lr in lrs]
+    while todo:
+        results.update(zip(todo, spread([job(*g) for g in todo], precision, devices)))
+        rows = [{"model": name, "lr": lr, "val_loss": run.history.final_eval_loss if run else math.inf}
+                for (name, lr), run in results.items()]
+        table = pd.DataFrame(rows).pivot(index="model", columns="lr", values="val_loss").loc[list(builders)]
+        chosen = {name: float(table.loc[name].idxmin()) for name in builders}
+        tried = {name: [lr for (n, lr) in results if n == name] for name in builders}
+        todo = [(name, c.value) for name, c in check_tried(tried, chosen, lrs, max_extensions=max_extensions).items()
+                if c.action == "extend"] if max_extensions > 0 else []
+    return chosen, table, [r for r in results.values() if r is not None and r.lr == chosen[r.model]]
 
 
 def score_test(runs: Sequence[Run], task: Task, precision: Precision) -> list[Run]:
@@ -222,13 +229,15 @@ def score_test(runs: Sequence[Run], task: Task, precision: Precision) -> list[Ru
 def tune_then_run(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config: TrainConfig,
                   precision: Precision, *, lrs: Sequence[float], seeds: Sequence[int], progress: bool = True,
                   checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None,
-                  devices: Sequence[torch.device] | None = None,
+                  devices: Sequence[torch.device] | None = None, max_extensions: int = 0,
                   **options) -> tuple[list[Run], pd.DataFrame, dict[str, float]]:
-    """Each model's lr chosen on the first seed (``tune_lr``: validation only), the chosen run kept as that seed's
-    and scored once, the other seeds run at the chosen rate (``run_seeds``; ``options`` pass on to it). Returns the
-    runs, the grid's table and the chosen lr per model."""
+    """Each model's lr chosen on the first seed (``tune_lr``: validation only, extending the grid past an edge
+    choice at most ``max_extensions`` times), the chosen run kept as that seed's and scored once, the other seeds run
+    at the chosen rate (``run_seeds``; ``options`` pass on to it). Returns the runs, the grid's table and the chosen
+    lr per model."""
     shared = dict(progress=progress, checkpoints=checkpoints, fresh=fresh, key=key, devices=devices)
-    chosen, table, kept = tune_lr(builders, task, config, precision, lrs=lrs, seed=seeds[0], **shared)
+    chosen, table, kept = tune_lr(builders, task, config, precision, lrs=lrs, seed=seeds[0],
+                                  max_extensions=max_extensions, **shared)
     configs = {name: dataclasses.replace(config, lr=chosen[name]) for name in builders}
     runs = run_seeds(builders, task, configs, precision, seeds=seeds, done=score_test(kept, task, precision),
                      **shared, **options)

@@ -1,14 +1,14 @@
 """Learning-rate selection that says when it is untuned. A value chosen at the edge of its grid may lie beyond it:
 extend the grid one step in that direction (the grid's own ratio at that edge), at most ``max_extensions`` times,
 or — where the profile forbids it or the extensions are spent — flag the choice as untuned, so that the report and
-the claims resting on it can say so. A pure function: study.experiment.tune_lr is where a study will act on it."""
+the claims resting on it can say so. Pure functions: study.experiment.tune_lr acts on them (its ``max_extensions``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["GridChoice", "check_grid"]
+__all__ = ["GridChoice", "check_grid", "check_tried"]
 
 
 @dataclass(frozen=True)
@@ -41,3 +41,19 @@ def check_grid(grid: Sequence[float], chosen: float, *, extensions: int = 0, max
         return GridChoice("extend", nxt, edge, f"lr {chosen:g} is at the {edge} of the grid: try {nxt:g}")
     why = "the profile does not extend grids" if not may_extend else f"after {extensions} extension(s)"
     return GridChoice("untuned", None, edge, f"untuned: lr {chosen:g} is at the {edge} of the grid {values} ({why})")
+
+
+def check_tried(tried: Mapping[str, Sequence[float]], chosen: Mapping[str, float], base: Sequence[float], *,
+                max_extensions: int = 0) -> dict[str, GridChoice]:
+    """``check_grid`` for every model: ``tried[name]`` the rates it trained at (the ``base`` grid and any
+    extensions, which are the rates not in ``base``). A base grid of one rate cannot be bracketed: untuned."""
+    out = {}
+    for name, rates in tried.items():
+        rates = sorted(set(float(r) for r in rates))
+        if len(set(float(b) for b in base)) < 2:
+            out[name] = GridChoice("untuned", None, "", f"untuned: a grid of one rate {rates[0]:g} cannot bracket")
+            continue
+        extensions = len(set(rates) - set(float(b) for b in base))
+        out[name] = check_grid(rates, chosen[name], extensions=extensions, max_extensions=max_extensions,
+                               may_extend=max_extensions > 0)
+    return out

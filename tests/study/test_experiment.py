@@ -160,3 +160,28 @@ def test_block_parameters_are_counted_one_way_for_every_family():
         shared = sum(q.numel() for part in (model.tok_emb, model.pos_emb, model.ln_f) for q in part.parameters())
         head = model.head.weight.numel() - model.n_spare_params
         assert block_params(model) == count_params(model) - shared - head > 0
+
+
+def test_tune_lr_extends_an_edge_choice_until_it_is_bracketed_or_the_extensions_are_spent():
+    from odebook.study.lr_grid import check_tried
+
+    periodic = torch.arange(4200) % 7  # learnable: a larger rate learns more in four steps, until it diverges
+    task = lm_task(TokenSplits(periodic[:3000], periodic[3000:3600], periodic[3600:], 20, "periodic"), **SHAPE)
+    config = TrainConfig(steps=4, lr=1.0, eval_interval=4, weight_decay=0.0)
+    # rates far too small: the largest wins each time, so the grid grows upward twice, then stays untuned
+    chosen, table, kept = tune_lr({"a": tiny}, task, config, CPU, lrs=[1e-5, 2e-5], seed=0, progress=False,
+                                  max_extensions=2)
+    assert list(table.columns) == pytest.approx([1e-5, 2e-5, 4e-5, 8e-5]) and chosen["a"] == pytest.approx(8e-5)
+    tried = {"a": list(table.columns[table.loc["a"].notna()])}
+    status = check_tried(tried, chosen, [1e-5, 2e-5], max_extensions=2)["a"]
+    assert status.action == "untuned" and "top of the grid" in status.note and kept[0].lr == chosen["a"]
+    # a diverging top: the bottom is extended once (to a rate that learns nothing), and the choice is bracketed
+    chosen, table, _ = tune_lr({"a": tiny, "b": tiny}, task, config, CPU, lrs=[1e-2, 1e30], seed=0, progress=False,
+                               max_extensions=2)
+    assert chosen == {"a": 1e-2, "b": 1e-2} and len(table.columns) == 3 and math.isinf(table.loc["a", 1e30])
+    tried = {n: list(table.columns[table.loc[n].notna()]) for n in table.index}
+    assert {c.action for c in check_tried(tried, chosen, [1e-2, 1e30], max_extensions=2).values()} == {"tuned"}
+    # without extensions the old behaviour: the base grid only, the edge choice flagged untuned
+    chosen, table, _ = tune_lr({"a": tiny}, task, config, CPU, lrs=[1e-5, 2e-5], seed=0, progress=False)
+    assert list(table.columns) == [1e-5, 2e-5] and chosen["a"] == 2e-5
+    assert check_tried({"a": [1e-5, 2e-5]}, chosen, [1e-5, 2e-5])["a"].action == "untuned"

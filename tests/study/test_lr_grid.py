@@ -28,3 +28,13 @@ def test_bad_grids_say_what():
         check_grid([1e-3, 3e-3], 2e-3)
     with pytest.raises(ValueError, match="two distinct positive"):
         check_grid([1e-3], 1e-3)
+
+
+def test_check_tried_counts_the_extensions_beyond_the_base_grid_and_flags_a_one_rate_grid():
+    from odebook.study.lr_grid import check_tried
+
+    base = [1e-3, 3e-3]
+    out = check_tried({"a": [1e-3, 3e-3], "b": [1e-3, 3e-3, 9e-3], "c": [1e-3, 3e-3, 9e-3, 2.7e-2]},
+                      {"a": 3e-3, "b": 3e-3, "c": 2.7e-2}, base, max_extensions=2)
+    assert out["a"].action == "extend" and out["b"].action == "tuned" and out["c"].action == "untuned"
+    assert check_tried({"a": [1e-3]}, {"a": 1e-3}, [1e-3], max_extensions=2)["a"].action == "untuned"

@@ -26,11 +26,11 @@ class TimeIndexedParams(TextCorpusParams):
 
     study: ClassVar[str] = "02_time_indexed"
     defaults: ClassVar[Mapping[str, Any]] = {
-        "n_seeds": 5, "tokenizer": 'bytes', "seq_len": 128, "max_seq_len": 128, "batch_size": 8, "steps": 1000, "weight_decay": 0.0, "eval_interval": 100}
+        "n_seeds": 5, "looks": [3], "tokenizer": 'bytes', "seq_len": 128, "max_seq_len": 128, "batch_size": 8, "steps": 1000, "weight_decay": 0.0, "eval_interval": 100}
 
     models: list[str] = spec(list(TIME_INDEXED_MODELS), choices=TIME_INDEXED_MODELS,
-                             help="which models to train; the verdicts need standard, tong, ti_mlp, ti_mlp_constant, "
-                                  "ti_mlp_dt")
+                             help="which models to train; the primary claims need standard, tong, ti_mlp, "
+                                  "ti_mlp_constant, ti_ssm (a claim whose arms are missing is left out)")
     d_model: int = spec(256, ge=8)
     n_layer: int = spec(6, ge=1, le=48, help="layers of the standard transformer = depth steps of the others")
     n_freq: int = spec(16, ge=1, help="S: frequencies of the sinusoidal depth embedding")
@@ -45,6 +45,11 @@ class TimeIndexedParams(TextCorpusParams):
     lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3], gt=0.0, le=1.0,
                                 help="learning rates tried per model on the first seed; the lowest final validation "
                                      "loss chooses (lr is not used)")
+    lr_extensions: int = spec(2, ge=0, le=4, help="times a model's grid is extended one step past the edge it chose "
+                                                  "(study.lr_grid); a choice still at an edge is flagged untuned")
+    margin: float = spec(0.02, gt=0.0, help="smallest test-loss difference of interest, in nats, of every loss claim "
+                                            "(superiority's futility side and the equivalence's ±margin)")
+    timing_reps: int = spec(30, ge=20, help="interleaved timing pairs of the speed comparison (study.timing)")
     compression_target: float = spec(3.0, gt=1.0, help="'far fewer parameters': block parameters of the standard "
                                                        "transformer over the model's, at least this")
     dynamics_sequences: int = spec(2, ge=1, help="held-out sequences of the dynamics analysis")

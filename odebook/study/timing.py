@@ -12,6 +12,8 @@ load beside the ratio says which case it was.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
 import time
 from collections.abc import Callable
@@ -22,7 +24,7 @@ from scipy import stats
 
 from odebook.study.stats import Interval, Verdict, decide
 
-__all__ = ["MIN_REPS", "Timing", "interleaved"]
+__all__ = ["MIN_REPS", "Timing", "interleaved", "training_step"]
 
 MIN_REPS = 20
 
@@ -80,3 +82,26 @@ def interleaved(a: Callable[[], object], b: Callable[[], object], *, reps: int =
                      float(res.confidence_interval.high), reps)
     return Timing(tuple(ta.tolist()), tuple(tb.tolist()), ratio, (load_before, load_after), warmup,
                   getattr(clock, "__name__", str(clock)))
+
+
+def training_step(model, batch, loss_fn: Callable, *, lr: float = 1e-3, grad_clip: float = 1.0,
+                  autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+                  ) -> Callable[[], None]:
+    """One training step as ``train`` takes it (forward under ``autocast``, backward, gradient clipping, AdamW) on a
+    copy of ``model`` with the same ``batch`` every call: a callable for ``interleaved``. ``model`` is untouched."""
+    import torch
+
+    net = copy.deepcopy(model).train()
+    params = [p for p in net.parameters() if p.requires_grad]
+    device = params[0].device.type
+    optimizer = torch.optim.AdamW(params, lr=lr, fused=device in ("cpu", "cuda"))
+
+    def step() -> None:
+        with autocast():
+            loss = loss_fn(net, batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+        optimizer.step()
+
+    return step

@@ -34,3 +34,23 @@ def test_the_wall_clock_is_the_default():
 def test_too_few_repetitions_are_refused():
     with pytest.raises(ValueError, match="reps ≥ 20"):
         interleaved(_loop(10), _loop(10), reps=5)
+
+
+def test_training_step_trains_a_copy_and_times_a_wider_model_as_slower():
+    import torch
+
+    from odebook.models import lm as models
+    from odebook.study.timing import training_step
+
+    def lm(d):
+        torch.manual_seed(0)
+        return models.gpt(vocab_size=50, d_model=d, n_layer=2, n_head=2, max_seq_len=32)
+
+    small, wide = lm(16), lm(192)
+    x = torch.randint(0, 50, (8, 32))
+    before = [w.clone() for w in small.parameters()]
+    step = training_step(small, (x, x.roll(-1, 1)), models.lm_loss)
+    step()
+    assert all(torch.equal(a, b) for a, b in zip(before, small.parameters()))  # the model itself is untouched
+    t = interleaved(training_step(wide, (x, x.roll(-1, 1)), models.lm_loss), step, reps=20, clock=time.thread_time)
+    assert t.ratio.low > 1.5 and t.verdict("the small model's step is faster", side="above").outcome == "held"

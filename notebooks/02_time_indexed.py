@@ -39,7 +39,8 @@
 # TI-MLP beats both the standard transformer and Tong's model (one intersection–union claim: both parts must hold);
 # (2) time dependence matters — the TI-MLP beats the same model with t held fixed — *and*, on the same comparison,
 # the equivalence claim that it does not matter (TOST at ±`margin`): the pair can say "matters", "does not matter
-# (within the margin)", "a real but smaller effect" (both held) or neither; (3) the SSM beats the TI-MLP. Margins
+# (within the margin)", "a real but smaller effect" (both held) or neither — the source's own ablation found most
+# of its gain in the adapter structure, not the time dependence; (3) the SSM beats the TI-MLP. Margins
 # are in nats of test loss. Speed is measured as timing (interleaved steps), outside the loss claims.
 #
 # **Fair comparison.** Same batches for every model of a seed; the learning rate is chosen *per model* on the

@@ -30,7 +30,7 @@ from odebook.study.stats import Verdict
 from odebook.study.timing import MIN_REPS, Timing, interleaved
 from odebook.training.runtime import Precision, synchronize
 
-__all__ = ["peak_memory", "gradient", "relative_error", "nfe_per_forward", "training_step", "sensitivity_sweep",
+__all__ = ["peak_memory", "gradient", "relative_error", "nfe_per_forward", "evaluated_step", "sensitivity_sweep",
            "memory_verdicts", "SolverTiming", "solver_timing", "generation_speed", "Crossover", "crossover"]
 
 
@@ -77,8 +77,8 @@ def nfe_per_forward(model: nn.Module, x: torch.Tensor, precision: Precision) -> 
     return evaluations.count
 
 
-def training_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
-                  precision: Precision) -> Callable[[], tuple[int, int]]:
+def evaluated_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
+                   precision: Precision) -> Callable[[], tuple[int, int]]:
     """One training step of ``model`` on ``batch`` (forward, loss, backward; no optimizer step), as a function that
     returns the vector-field evaluations of its forward and of its backward pass."""
     x, y = (t.to(precision.device) for t in batch)
@@ -110,7 +110,7 @@ def sensitivity_sweep(config: HybridConfig, weights: Mapping[str, torch.Tensor],
             model = config.replace(steps=n, sensitivity=sensitivity).hybrid()
             model.load_state_dict(weights)
             model.to(precision.device).train()
-            step = training_step(model, batch, precision)
+            step = evaluated_step(model, batch, precision)
             nfe_forward, nfe_backward = step()  # also the warm-up
             grad = gradient(model)
             reference = grad if sensitivity == "direct" else reference
@@ -210,7 +210,7 @@ def solver_timing(a: nn.Module, b: nn.Module, batch: tuple[torch.Tensor, torch.T
                   reps: int = MIN_REPS, warmup: int = 3) -> SolverTiming:
     """A training step of ``a`` against one of ``b`` on the same ``batch``, interleaved (study.timing.interleaved),
     with the evaluations each step makes (counted on a first, untimed step)."""
-    step_a, step_b = (training_step(m.to(precision.device).train(), batch, precision) for m in (a, b))
+    step_a, step_b = (evaluated_step(m.to(precision.device).train(), batch, precision) for m in (a, b))
     nfe_a, nfe_b = sum(step_a()), sum(step_b())
     timing = interleaved(step_a, step_b, reps=reps, warmup=warmup, sync=lambda: synchronize(precision.device))
     return SolverTiming(timing, nfe_a, nfe_b)

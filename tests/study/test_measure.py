@@ -5,7 +5,7 @@ from odebook.models import lm as models
 import math
 
 from odebook.study.measure import (crossover, generation_speed, nfe_per_forward, peak_memory, sensitivity_sweep,
-                                   solver_timing, training_step)
+                                   solver_timing, evaluated_step)
 from odebook.training.runtime import precision_for, seed_everything
 
 CPU = precision_for(torch.device("cpu"))
@@ -139,7 +139,7 @@ def test_crossover_says_when_the_target_is_not_reached_or_already_passed():
 def test_training_step_counts_evaluations_and_leaves_gradients():
     x = torch.randint(0, 40, (2, 16), generator=torch.Generator().manual_seed(0))
     model = build("direct", 3)
-    assert training_step(model, (x, x.roll(-1, 1)), CPU)() == (6, 0)  # midpoint: 2 per step, none backward
+    assert evaluated_step(model, (x, x.roll(-1, 1)), CPU)() == (6, 0)  # midpoint: 2 per step, none backward
     assert all(p.grad is not None for p in model.blocks[1].parameters())
 
 

@@ -87,6 +87,8 @@ def test_every_field_refuses_bad_values_cleanly(study):
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         for kind, value in _bad_values(hints[f.name]).items():
+            if kind == "empty list" and f.metadata.get("min_len") == 0:
+                continue  # a list whose default is empty (looks: no interim looks) takes [] by design
             try:
                 cls.from_mapping({f.name: value}, source="p.yaml")
             except ParamError as err:  # one line per problem, naming this key (a huge size may trip a related key)

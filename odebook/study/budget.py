@@ -46,6 +46,7 @@ T4_FLOPS = 65e12  # fp16 tensor-core peak (NVIDIA's T4 datasheet)
 T4_FRACTION = 0.25
 T4_MEMORY = 15e9  # what a T4 offers of its 16 GB (Colab reports 15 GB)
 LONG = 1800  # seconds: above this, the line says how to choose a smaller profile
+BUSY = 0.75  # below this share of a core, the line says the machine was busy (short steps then slow unevenly)
 LONG_STEP = 0.25  # seconds: a probe's step this long is timed twice, a shorter one five times
 START_UP = 10.0  # seconds a notebook spends outside the passes it is estimated by, on an idle core (module docstring)
 
@@ -58,6 +59,7 @@ class Budget:
     peak_bytes: int  # the largest model's training step, weights and Adam's moments
     largest: str
     device: str
+    share: float = 1.0  # of a core, that this process got while it was estimated (_cpu_share)
 
     @property
     def t4_seconds(self) -> float:
@@ -72,6 +74,9 @@ class Budget:
         if self.seconds > LONG:
             text += (f" — long here: the cpu profile is sized for a CPU (params/cpu/{self.study}.yaml; "
                      "make run-all PROFILE=cpu)")
+        if self.share < BUSY:
+            text += (f" — estimated on a busy machine (this process got {self.share:.0%} of a core): the time here "
+                     "may be several times off")
         return text
 
 
@@ -153,14 +158,15 @@ def estimate(params: Params, precision: Precision) -> Budget:
     for runs in every:  # seconds a run spends before its first step
         if id(runs.build) not in setup:
             setup[id(runs.build)] = _setup(runs, precision)
-    start_up = START_UP / _cpu_share()  # a busy machine gives the kernel's start, the imports, … less of a core
+    share = _cpu_share()
+    start_up = START_UP / share  # a busy machine gives the kernel's start, the imports, … less of a core
     total_flops, seconds = 0.0, start_up + sum(r.count * setup[id(r.build)] for r in every)
     for runs, work, flops, scale in counted:
         one = scale / rate.get((runs.family, not math.isnan(flops)), typical)
         total_flops += runs.count * work.n * (flops if not math.isnan(flops) else one * typical)  # at the typical rate
         seconds += runs.count * work.n * one
     peak, largest = _peak(*max(((r, w, m) for r, w, f, m in counted if w.train), key=lambda c: c[2])[:2], precision)
-    return Budget(params.study, seconds, total_flops, peak, largest, precision.device.type)
+    return Budget(params.study, seconds, total_flops, peak, largest, precision.device.type, share)
 
 
 def _peak(runs: Runs, work: Work, precision: Precision) -> tuple[int, str]:

@@ -4,8 +4,10 @@ training steps on batches of the shapes its loader gives, and forward passes of 
 Each study's plan follows its notebook: 01 every arm and seed; 02 and 03's ladder a learning-rate grid on the first
 seed, then the other seeds; 03's retrieval runs and 04's arm × regime runs on the retrieval curriculum, whose prompts
 grow stage by stage (a batch of each stage's own prompts, whose answers alone reach the head) and are scored on the
-evaluation sets under each ablation; 05 every solver and seed, and its sensitivity sweep. Generation, the dynamics
-probes and tables and figures are not counted (the budget's start-up allowance holds them).
+evaluation sets under each ablation; 05 every solver and seed, each seed's rk4 re-solved, the rk4 / dopri5 timing and
+the sensitivity sweep; 02's timing pairs. Seeds are counted to ``n_seeds`` (where looks stop a study early, it
+takes less) and 02's learning-rate grid with every extension it may take. Generation, the dynamics probes and tables
+and figures are not counted (the budget's start-up allowance holds them).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from odebook.data import tasks
 from odebook.data.corpus import Tokenizer, get_tokenizer
 from odebook.models.arms import gradient_flow_arms
 from odebook.models.lm import lm_loss
-from odebook.nn.ode import STAGES
+from odebook.nn.ode import SOLVERS, STAGES
 from odebook.params import Params
 from odebook.study.retrieval import ABLATIONS
 
@@ -80,11 +82,12 @@ def _lm_runs(p: Params, tok: Tokenizer, family: str, build: Callable[[], nn.Modu
     return Runs(family, build, count, _lm(p, tok))
 
 
-def _tuned(p: Params, tok: Tokenizer, family: str, build: Callable[[], nn.Module]) -> list[Runs]:
-    """The grid on the first seed (validation only; the chosen run is scored on the test split once), then the other
-    seeds at the chosen rate (odebook.study.experiment.tune_then_run)."""
+def _tuned(p: Params, tok: Tokenizer, family: str, build: Callable[[], nn.Module], extensions: int = 0) -> list[Runs]:
+    """The grid on the first seed (validation only; the chosen run is scored on the test split once), with every
+    ``extensions`` it may take, then the other seeds at the chosen rate (odebook.study.experiment.tune_lr)."""
     steps, forwards = _lm(p, tok)
-    grid = Runs(family, build, len(p.lr_grid), (steps, dataclasses.replace(forwards, n=forwards.n - p.eval_batches)))
+    tried = len(p.lr_grid) + extensions
+    grid = Runs(family, build, tried, (steps, dataclasses.replace(forwards, n=forwards.n - p.eval_batches)))
     return [grid, *[Runs(family, build, p.n_seeds - 1, (steps, forwards))] * (p.n_seeds > 1)]
 
 
@@ -117,8 +120,13 @@ def _gradient_flow(p: Params, tok: Tokenizer) -> list[Runs]:
 
 
 def _time_indexed(p: Params, tok: Tokenizer) -> list[Runs]:
+    """The grid (and its extensions, at most ``lr_extensions`` a model) and the seeds, then the interleaved timing
+    of two pairs of models (odebook.study.timing: three warm-up pairs, ``timing_reps`` timed)."""
     cfg = p.model_config(tok.vocab_size)
-    return [r for name in p.models for r in _tuned(p, tok, name, functools.partial(cfg.build, name))]
+    runs = [r for name in p.models for r in _tuned(p, tok, name, functools.partial(cfg.build, name), p.lr_extensions)]
+    timed = [m for a, b in (("ti_mlp", "tong"), ("ti_ssm", "ti_mlp")) if {a, b} <= set(p.models) for m in (a, b)]
+    step = Work(p.timing_reps + 3, _tokens(tok.vocab_size, p.batch_size, p.seq_len))
+    return runs + [Runs(m, functools.partial(cfg.build, m), 1, (step,), setup=False) for m in timed]
 
 
 def _gdn_scaling(p: Params, tok: Tokenizer) -> list[Runs]:
@@ -153,7 +161,16 @@ def _ode_solvers(p: Params, tok: Tokenizer) -> list[Runs]:
     runs = [_lm_runs(p, tok, "baseline", cfg.baseline, p.n_seeds)]
     runs += [_lm_runs(p, tok, s, hybrid(s, p.nfe_budget // STAGES[s] if s in STAGES else 1), p.n_seeds)
              for s in p.integrators]
-    sweep = Work(p.timing_repeats + 2, _tokens(tok.vocab_size, p.batch_size, p.seq_len))  # warm-up, timed, memory
+    windows = _tokens(tok.vocab_size, p.batch_size, p.seq_len)
+    steps = {s: p.nfe_budget // STAGES[s] if s in STAGES else 1 for s in SOLVERS}
+    # each seed's trained rk4 re-solved by every integrator at the budget and by rk4 at 4x its steps, on validation
+    valid = (Work(p.eval_batches, windows, train=False),)
+    runs += [Runs(s, hybrid(s, n), p.n_seeds, valid, setup=False)
+             for s, n in [*steps.items(), ("rk4", 4 * p.nfe_budget)]]
+    # rk4 against dopri5, interleaved: a first step counting evaluations, three warm-up pairs, the timed pairs
+    runs += [Runs(s, hybrid(s, steps[s]), 1, (Work(p.timing_pairs + 4, windows),), setup=False)
+             for s in ("rk4", "dopri5")]
+    sweep = Work(p.timing_repeats + 2, windows)  # warm-up, timed, memory
     return runs + [Runs(f"sweep {m}", hybrid(p.sweep_solver, n, m), 1, (sweep,), setup=False)
                    for n in p.sweep_steps for m in p.sensitivities]
 

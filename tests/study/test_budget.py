@@ -29,7 +29,8 @@ def test_every_study_has_a_plan_of_what_it_trains(study, root, monkeypatch):
     monkeypatch.chdir(root)
     p = params("smoke", study)
     plan = budget.plan(p)
-    assert plan and all(r.count >= 1 and r.steps >= 1 for r in plan)
+    assert plan and all(r.count >= 1 and all(w.n >= 1 for w in r.work) for r in plan)
+    assert all(r.steps >= 1 for r in plan if r.setup)  # every run of the seed loop trains
     assert all(isinstance(r.build(), torch.nn.Module) for r in plan)
 
 
@@ -41,8 +42,8 @@ def test_the_plans_count_the_seeds_and_the_learning_rate_grid(root, monkeypatch)
     p = params("t4", "02_time_indexed")
     runs = collections.Counter()
     for r in budget.plan(p):
-        runs[r.family] += r.count
-    assert set(runs.values()) == {len(p.lr_grid) + p.n_seeds - 1}  # the first seed's grid run is kept
+        runs[r.family] += r.count * r.setup  # the seed loop's runs, not the timing pairs
+    assert set(runs.values()) == {len(p.lr_grid) + p.lr_extensions + p.n_seeds - 1}  # the grid's run is kept
 
 
 @pytest.mark.parametrize("steps, interval", [(8, 4), (10, 4), (3, 5)])
@@ -80,7 +81,10 @@ def test_the_line_says_the_time_here_on_a_t4_and_whether_it_fits():
     assert "≈ 4.0 h here" in line and "on a T4 ≈ 10 min" in line and "does NOT fit its 15 GB" in line
     assert "PROFILE=cpu" in line  # long here: how to choose the cpu profile
     short = budget.Budget("01_gradient_flow", 60, 1e9, 10**9, "baseline, 1M parameters", "cpu").line()
-    assert "PROFILE=cpu" not in short and "fits its 15 GB" in short
+    assert "PROFILE=cpu" not in short and "fits its 15 GB" in short and "busy" not in short
+    busy = budget.Budget("01_gradient_flow", 60, 1e9, 10**9, "baseline, 1M parameters", "cpu", share=0.4).line()
+    assert busy.endswith("estimated on a busy machine (this process got 40% of a core): the time here may be several "
+                         "times off")
 
 
 @pytest.mark.slow

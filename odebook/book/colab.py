@@ -24,7 +24,7 @@ SOURCE = f"git+https://github.com/{REPOSITORY}@{BRANCH}"
 PARAMS_URL = f"https://raw.githubusercontent.com/{REPOSITORY}/{BRANCH}/params"  # profiles outside a checkout
 
 # Every Jupyter (JupyterLab, Colab, plain papermill) knows "python3": the environment the notebook is opened from.
-# The runner executes with its own kernel (odebook.book.runner.KERNEL_NAME), so this name only matters elsewhere.
+# The runner executes with its own kernel (odebook.book.kernel.KERNEL_NAME), so this name only matters elsewhere.
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 CELL = f'''# %% tags=["colab"]

@@ -23,23 +23,20 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from unittest import mock
 from pathlib import Path
 
-from odebook.book import index, machine_load, publish
+from odebook.book import index, kernel, machine_load, publish
 from odebook.book import reports, rerun
-from odebook.book.profile import PROFILE_ENV
 from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, validate_values
 from odebook.study import budget
-from odebook.training.runtime import ALLOCATOR_ENV, device_name, resolve_device
+from odebook.training.runtime import device_name, resolve_device
 
 __all__ = ["Book", "RunResult", "run_book", "main"]
 
-KERNEL_NAME = "odebook-runner"
 EXIT_NOTEBOOK_FAILED = 1  # a notebook raised: the others ran, the failed one is rendered with its error
 EXIT_BAD_PARAMETERS = 2   # a parameter file, profile or notebook name is wrong, or it is already running: nothing ran
 EXIT_INTERRUPTED = 130    # Ctrl-C: the checkpoints written so far stay, the same command resumes
@@ -117,25 +114,6 @@ def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Para
 
 
 # -- execution ----------------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _kernel_for_this_python():
-    """A temporary kernelspec that runs this very interpreter, found first on JUPYTER_PATH, so the book always
-    executes in the environment the runner was started from (not whatever 'python3' kernel is registered). The
-    kernels also get the allocator settings of ALLOCATOR_ENV unless the caller set them, log only errors (no
-    start-up warnings on the console), and never see $ODEBOOK_PROFILE: the runner's profile is the only one."""
-    with tempfile.TemporaryDirectory() as tmp:
-        spec = Path(tmp) / "kernels" / KERNEL_NAME
-        spec.mkdir(parents=True)
-        (spec / "kernel.json").write_text(json.dumps({
-            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--log-level=ERROR"],
-            "display_name": "odebook (runner)", "language": "python"}))
-        env = {k: v for k, v in ALLOCATOR_ENV.items() if k not in os.environ}
-        env["JUPYTER_PATH"] = tmp + os.pathsep + os.environ.get("JUPYTER_PATH", "")
-        with mock.patch.dict(os.environ, env):
-            os.environ.pop(PROFILE_ENV, None)
-            yield KERNEL_NAME
-
-
 def _git(*args: str, cwd: Path) -> str:
     try:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10).stdout.strip()
@@ -186,7 +164,7 @@ def _progress_to_summaries(ipynb: Path) -> None:
     nbformat.write(nb, ipynb)
 
 
-def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str,
+def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel_name: str,
                  fresh: bool = False) -> RunResult:
     """Execute one notebook in a staging folder and move it into place (see the module docstring). Its runs keep
     their checkpoints in outputs/<profile>/<notebook>/checkpoints/ (unless the parameters name another folder),
@@ -196,12 +174,12 @@ def run_notebook(book: Book, profile: str, name: str, params: Params, overrides:
     out_root.mkdir(parents=True, exist_ok=True)
     stage = _inside(publish.stage(out_root, name), book.outputs)
     try:
-        return _execute(book, profile, name, params, overrides, kernel, fresh, out_root, stage)
+        return _execute(book, profile, name, params, overrides, kernel_name, fresh, out_root, stage)
     finally:
         shutil.rmtree(stage, ignore_errors=True)  # published (then gone) or interrupted: never left behind
 
 
-def _execute(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel: str, fresh: bool,
+def _execute(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel_name: str, fresh: bool,
              out_root: Path, stage: Path) -> RunResult:
     import jupytext
     import nbformat
@@ -214,11 +192,11 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     nb = jupytext.read(book.notebooks / f"{name}.py")
     nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"> **{index.profile_note(profile)}**"))
     try:
-        papermill.execute_notebook(nb, str(ipynb),
-                                   parameters={"checkpoint_dir": str(checkpoints.resolve()), **overrides,
-                                               "output_dir": str(stage.resolve()), **({"fresh": True} if fresh else {})},
-                                   kernel_name=kernel, language="python", cwd=str(book.notebooks), log_output=False,
-                                   progress_bar=False)
+        with kernel.log_to(stage / "kernel.log"):  # the kernel's own messages (odebook.book.kernel)
+            papermill.execute_notebook(nb, str(ipynb), parameters={
+                "checkpoint_dir": str(checkpoints.resolve()), **overrides, "output_dir": str(stage.resolve()),
+                **({"fresh": True} if fresh else {})}, kernel_name=kernel_name, language="python",
+                cwd=str(book.notebooks), log_output=False, progress_bar=False)
     except papermill.PapermillExecutionError as err:  # a cell raised: record which and what, go on
         error = f"cell [{err.exec_count}] raised {err.ename}: {err.evalue}"
         trace = ANSI.sub("", "\n".join(err.traceback))
@@ -266,7 +244,7 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
     names = names or book.all_notebooks()
     checked = validate(book, profile, names)
     results = []
-    with contextlib.ExitStack() as locks, _kernel_for_this_python() as kernel:
+    with contextlib.ExitStack() as locks, kernel.for_this_python() as kernel_name:
         for name in names:  # all or nothing: a run that would meet another is refused before any compute
             locks.enter_context(publish.run_lock(book.profile_outputs(profile), name))
         for i, name in enumerate(names, 1):
@@ -282,7 +260,7 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
                 print(line, flush=True)
             print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
             with mock.patch.dict(os.environ, handed):
-                res = run_notebook(book, profile, name, params, overrides, kernel, fresh)
+                res = run_notebook(book, profile, name, params, overrides, kernel_name, fresh)
             if res.ok:
                 rerun.record(book.profile_outputs(profile) / name, now)
             reason = "" if res.ok else f": {one_line(res.error)}"

@@ -1,15 +1,18 @@
 """What a study's profile will cost, said before its first training step: the estimated wall time on this device, the
 peak memory of its largest model at the profile's shapes, and the estimate on a T4 with whether that fits its 15 GB.
 
-The time: each study's training runs (``plan``: how many runs of which model, how many steps at which batch shape)
-cost their FLOPs (odebook.study.flops: one counted training step per model, evaluations at a third of a step) at a
-rate measured on this device by a short timed probe — six steps of the training loop itself, the median of the
-last five — of the largest model of each family (a model whose FLOPs torch cannot count is probed itself). Start-up, data loading, tables, figures and retrieval scoring are not counted.
-Retrieval batches (studies 03 and 04) are counted at the full ``max_seq_len``, an upper bound.
+The time: the work of each study's runs (odebook.study.workload: training steps on batches of the shapes its loader
+gives, forward passes of evaluation and retrieval scoring) costs its FLOPs (odebook.study.flops: each kind of pass
+counted once per model) at a rate measured on this device by a short timed probe — six steps of the training loop
+itself, the median of the last five — of the largest training step of each family (a pass whose FLOPs torch cannot
+count is probed itself), plus what each run does before its first step (timed: building its model, counting a forward
+pass) and ``START_UP``: a kernel's start, the imports, reading the data, generation, tables and figures, which are
+not probed — the most of a smoke run, a small part of any other — on an idle core, divided by the share of a core
+this process gets now.
 
-The memory: the largest model's training step (odebook.study.measure.peak_memory: activations, gradients and
-temporaries, in fp32 on the CPU) plus its weights and Adam's two moments (12 bytes a parameter). fp16 autocast on a T4 keeps the weights and their state in fp32 and halves most activations: the fp32
-figure bounds the T4's.
+The memory: the largest training step (odebook.study.measure.peak_memory: activations, gradients and temporaries, in
+fp32 on the CPU) plus its model's weights and Adam's two moments (12 bytes a parameter). fp16 autocast on a T4 keeps
+the weights and their state in fp32 and halves most activations: the fp32 figure bounds the T4's.
 
 The T4: its fp16 tensor-core peak (65 TFLOP/s) at ``T4_FRACTION`` of it — small models spend much of a step in
 element-wise kernels and launches, so a quarter is what such models reach, not a measurement here.
@@ -18,110 +21,45 @@ element-wise kernels and launches, so a quarter is what such models reach, not a
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import math
 import os
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-from odebook.data.corpus import get_tokenizer
-from odebook.models.arms import gradient_flow_arms
-from odebook.models.lm import lm_loss
-from odebook.nn.ode import STAGES
 from odebook.params import Params
 from odebook.study.flops import count_flops
 from odebook.study.measure import peak_memory
+from odebook.study.workload import PLANS, Runs, Work, plan
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
 
-__all__ = ["Runs", "Budget", "plan", "estimate", "announce", "line", "HANDED", "T4_FLOPS", "T4_FRACTION", "T4_MEMORY"]
+__all__ = ["Runs", "Work", "Budget", "plan", "estimate", "memory", "announce", "line", "HANDED", "T4_FLOPS",
+           "T4_FRACTION", "T4_MEMORY", "START_UP"]
 
 T4_FLOPS = 65e12  # fp16 tensor-core peak (NVIDIA's T4 datasheet)
 T4_FRACTION = 0.25
 T4_MEMORY = 15e9  # what a T4 offers of its 16 GB (Colab reports 15 GB)
 LONG = 1800  # seconds: above this, the line says how to choose a smaller profile
-
-
-@dataclasses.dataclass(frozen=True)
-class Runs:
-    """``count`` training runs of the model ``build()`` makes, of ``steps`` steps at ``batch_size`` × ``seq_len``
-    (``passes`` forward-backward passes a step: 2 for mixed language-model + retrieval training)."""
-    family: str
-    build: Callable[[], nn.Module]
-    count: int
-    steps: int
-    batch_size: int
-    seq_len: int
-    eval_forwards: int = 0  # forward passes of evaluation per run
-    passes: int = 1
-
-
-def _lm_runs(p: Params, family: str, build: Callable[[], nn.Module], count: int, **override: Any) -> Runs:
-    evals = (p.steps // p.eval_interval + 1) * p.eval_batches
-    return Runs(family, build, count, **{"steps": p.steps, "batch_size": p.batch_size, "seq_len": p.seq_len,
-                                         "eval_forwards": evals, **override})
-
-
-def _gradient_flow(p: Params, vocab: int) -> list[Runs]:
-    return [_lm_runs(p, name, build, p.n_seeds) for name, build in gradient_flow_arms(p.model_config(vocab)).items()]
-
-
-def _time_indexed(p: Params, vocab: int) -> list[Runs]:
-    runs = len(p.lr_grid) + p.n_seeds - 1  # the grid on the first seed, then the other seeds at the chosen rate
-    return [_lm_runs(p, name, functools.partial(p.model_config(vocab).build, name), runs) for name in p.models]
-
-
-def _gdn_scaling(p: Params, vocab: int) -> list[Runs]:
-    runs = len(p.lr_grid) + p.n_seeds - 1
-    ladder = [_lm_runs(p, s, p.size_config(i, s).build, runs) for s in p.series for i in range(len(p.ladder_d))]
-    niah = [Runs("gdn", p.size_config(i, "gdn").build, p.n_seeds, p.niah_steps, p.niah_batch_size, p.max_seq_len)
-            for i in p.niah_sizes]
-    return ladder + niah
-
-
-def _mixed_training(p: Params, vocab: int) -> list[Runs]:
-    shape = {"lm": (p.batch_size, p.seq_len, 1), "niah": (p.niah_batch_size, p.max_seq_len, 1),
-             "mixed": (max(p.batch_size, p.niah_batch_size), p.max_seq_len, 2)}
-    return [_lm_runs(p, "hybrid" if arm.state_read else "control", arm.build, p.n_seeds, batch_size=shape[r][0],
-                     seq_len=shape[r][1], passes=shape[r][2]) for arm in p.arms().values() for r in p.regimes]
-
-
-def _ode_solvers(p: Params, vocab: int) -> list[Runs]:
-    cfg = p.model_config(vocab)
-
-    def hybrid(solver: str, steps: int, sensitivity: str = p.sensitivity) -> Callable[[], nn.Module]:
-        return lambda: cfg.replace(solver=solver, steps=steps, sensitivity=sensitivity).hybrid()
-
-    runs = [_lm_runs(p, "baseline", cfg.baseline, p.n_seeds)]
-    runs += [_lm_runs(p, s, hybrid(s, p.nfe_budget // STAGES[s] if s in STAGES else 1), p.n_seeds)
-             for s in p.integrators]
-    sweep = p.timing_repeats + 2  # a warm-up, the timed repeats, the step the memory is measured on
-    return runs + [Runs(f"sweep {m}", hybrid(p.sweep_solver, n, m), 1, sweep, p.batch_size, p.seq_len)
-                   for n in p.sweep_steps for m in p.sensitivities]
-
-
-PLANS = {"01_gradient_flow": _gradient_flow, "02_time_indexed": _time_indexed, "03_gdn_scaling": _gdn_scaling,
-         "04_mixed_training": _mixed_training, "05_ode_solvers": _ode_solvers}
-
-
-def plan(params: Params) -> list[Runs]:
-    """The training runs the study of ``params`` makes."""
-    return PLANS[params.study](params, get_tokenizer(params.tokenizer).vocab_size)
+BUSY = 0.75  # below this share of a core, the line says the machine was busy (short steps then slow unevenly)
+LONG_STEP = 0.25  # seconds: a probe's step this long is timed twice, a shorter one five times
+START_UP = 10.0  # seconds a notebook spends outside the passes it is estimated by, on an idle core (module docstring)
 
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
     study: str
-    seconds: float  # estimated training time on this device
-    flops: float  # of every training step and evaluation
+    seconds: float  # estimated wall time of the notebook on this device
+    flops: float  # of every training step, evaluation and scoring pass
     peak_bytes: int  # the largest model's training step, weights and Adam's moments
     largest: str
     device: str
+    share: float = 1.0  # of a core, that this process got while it was estimated (_cpu_share)
 
     @property
     def t4_seconds(self) -> float:
@@ -136,6 +74,9 @@ class Budget:
         if self.seconds > LONG:
             text += (f" — long here: the cpu profile is sized for a CPU (params/cpu/{self.study}.yaml; "
                      "make run-all PROFILE=cpu)")
+        if self.share < BUSY:
+            text += (f" — estimated on a busy machine (this process got {self.share:.0%} of a core): the time here "
+                     "may be several times off")
         return text
 
 
@@ -144,70 +85,120 @@ def _duration(seconds: float) -> str:
                                                               else f"{seconds:.0f} s")
 
 
-def _batch(runs: Runs, vocab: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    x = torch.randint(0, vocab, (runs.batch_size, runs.seq_len + 1), generator=torch.Generator().manual_seed(0))
-    return x[:, :-1].to(device), x[:, 1:].to(device)
+def _on(batch: Any, device: torch.device) -> Any:
+    return batch.to(device) if isinstance(batch, torch.Tensor) else type(batch)(_on(b, device) for b in batch)
 
 
-def _loss(runs: Runs) -> Callable:
-    return lambda model, batch: sum(lm_loss(model, batch) for _ in range(runs.passes))
-
-
-def _flops(runs: Runs, vocab: int, precision: Precision) -> float:
-    """FLOPs of one training step's forward and backward (the optimiser's update is element-wise), or NaN where
-    torch's counter cannot follow the backward (the adjoint method calls autograd.grad inside it)."""
-    model, batch = runs.build().to(precision.device).train(), _batch(runs, vocab, precision.device)
-
+def _pass(model: nn.Module, work: Work, batch: Any, precision: Precision) -> Callable[[], None]:
+    """One training step's forward and backward (the optimiser's update is element-wise), or one forward pass."""
     def step() -> None:
-        with precision.autocast():
-            loss = _loss(runs)(model, batch)
-        loss.backward()
+        model.train(work.train)
+        with torch.set_grad_enabled(work.train), precision.autocast():
+            loss = work.loss(model, batch)
+        if work.train:
+            model.zero_grad(set_to_none=True)
+            loss.backward()
+    return step
+
+
+def _flops(model: nn.Module, work: Work, precision: Precision) -> float:
+    """FLOPs of one pass of ``work``, or NaN where torch's counter cannot follow it (the adjoint method calls
+    autograd.grad inside its backward)."""
     try:
-        return float(count_flops(step))
+        return float(count_flops(_pass(model, work, _on(work.batch(), precision.device), precision)))
     except RuntimeError:
         return math.nan
 
 
-def _seconds_per_step(runs: Runs, vocab: int, precision: Precision, steps: int = 6) -> float:
-    """The training loop itself (odebook.training.train) for ``steps`` steps: the median of the steps after the
-    first (which allocates and warms caches). Five of them, not two: a small model's step is short, and one stray
-    slow step (another process, the allocator) in a median of two makes the whole estimate several times too high."""
-    batch = _batch(runs, vocab, precision.device)
-    hist = train(runs.build().to(precision.device), itertools.repeat(batch), [batch],
-                 TrainConfig(steps=steps, lr=1e-4, eval_interval=steps), precision, loss_fn=_loss(runs),
-                 progress=False)
+def _cpu_share(wall: float = 0.2) -> float:
+    """The share of a core this process gets now: CPU time over wall time of a short pure-Python loop (1 on an idle
+    core, less where other processes take turns on it)."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    while time.perf_counter() - t0 < wall:
+        sum(range(1000))
+    return min(1.0, max(0.05, (time.thread_time() - c0) / (time.perf_counter() - t0)))
+
+
+def _setup(runs: Runs, precision: Precision) -> float:
+    """What each run does before its first step, timed: build its model and count one forward pass's FLOPs (as
+    odebook.study.experiment.run_one does for its report)."""
+    t0 = time.perf_counter()
+    model = runs.build().to(precision.device)
+    _flops(model, dataclasses.replace(runs.work[0], train=False), precision)
+    return time.perf_counter() - t0
+
+
+def _seconds(build: Callable[[], nn.Module], work: Work, precision: Precision) -> float:
+    """One training step of ``work`` timed through the training loop itself (odebook.training.train): the median of
+    the steps after the first (which allocates and warms caches) — two of them for a step of ``LONG_STEP`` or more,
+    else five: a short step is as long as the stray delays of a busy machine (another process, the allocator), and
+    one such step in a median of two makes the whole estimate several times too high."""
+    batch = _on(work.batch(), precision.device)
+    for steps in (3, 6):
+        hist = train(build().to(precision.device), itertools.repeat(batch), [batch],
+                     TrainConfig(steps=steps, lr=1e-4, eval_interval=steps), precision, loss_fn=work.loss,
+                     progress=False)
+        if statistics.median(hist.step_time[1:]) >= LONG_STEP:
+            break
     return statistics.median(hist.step_time[1:])
 
 
 def estimate(params: Params, precision: Precision) -> Budget:
-    """Count every model's training step, probe the largest model of each family (and each model whose FLOPs cannot
-    be counted), measure the largest model's memory."""
-    vocab = get_tokenizer(params.tokenizer).vocab_size
-    plan_ = [(runs, _flops(runs, vocab, precision)) for runs in plan(params)]
-    rate = {}  # FLOP/s of each family's largest countable model
-    for family in dict.fromkeys(r.family for r, f in plan_ if not math.isnan(f)):
-        runs, flops = max(((r, f) for r, f in plan_ if r.family == family and not math.isnan(f)), key=lambda c: c[1])
-        rate[family] = flops / _seconds_per_step(runs, vocab, precision)
-    typical = statistics.median(rate.values())
-    total_flops = seconds = 0.0
-    for runs, flops in plan_:
-        step = flops / rate[runs.family] if not math.isnan(flops) else _seconds_per_step(runs, vocab, precision)
-        flops = flops if not math.isnan(flops) else step * typical  # uncountable: at the typical rate
-        evals = runs.eval_forwards / (3 * runs.passes)  # a forward is about a third of a forward and backward
-        total_flops += runs.count * (runs.steps + evals) * flops
-        seconds += runs.count * (runs.steps + evals) * step
-    runs, _ = max(plan_, key=lambda c: -1 if math.isnan(c[1]) else c[1])
-    model = runs.build().to(precision.device).train()
-    batch, n_params = _batch(runs, vocab, precision.device), sum(p.numel() for p in model.parameters())
+    """Count every kind of pass of every run's work, probe the largest training step of each family, measure the
+    largest training step's memory; add the start-up allowance. A training step torch cannot count is timed by its
+    forward pass's FLOPs at the rate of its family's largest such step, probed itself."""
+    counted = [(runs, work, *flops) for runs, work, flops in _counted(plan(params), precision, train_only=False)]
+    rate = {}  # (family, countable) -> FLOPs a second of its largest training step
+    for key in dict.fromkeys((r.family, not math.isnan(f)) for r, w, f, _ in counted if w.train):
+        runs, work, _, scale = max(((r, w, f, m) for r, w, f, m in counted
+                                    if w.train and (r.family, not math.isnan(f)) == key), key=lambda c: c[3])
+        rate[key] = scale / _seconds(runs.build, work, precision)
+    typical = statistics.median([v for (_, countable), v in rate.items() if countable] or rate.values())
+    every, setup = [r for r in {id(r): r for r, *_ in counted}.values() if r.setup], {}
+    for runs in every:  # seconds a run spends before its first step
+        if id(runs.build) not in setup:
+            setup[id(runs.build)] = _setup(runs, precision)
+    share = _cpu_share()
+    start_up = START_UP / share  # a busy machine gives the kernel's start, the imports, … less of a core
+    total_flops, seconds = 0.0, start_up + sum(r.count * setup[id(r.build)] for r in every)
+    for runs, work, flops, scale in counted:
+        one = scale / rate.get((runs.family, not math.isnan(flops)), typical)
+        total_flops += runs.count * work.n * (flops if not math.isnan(flops) else one * typical)  # at the typical rate
+        seconds += runs.count * work.n * one
+    peak, largest = _peak(*max(((r, w, m) for r, w, f, m in counted if w.train), key=lambda c: c[2])[:2], precision)
+    return Budget(params.study, seconds, total_flops, peak, largest, precision.device.type, share)
 
-    def step() -> None:
-        model.zero_grad(set_to_none=True)
-        with precision.autocast():
-            loss = _loss(runs)(model, batch)
-        loss.backward()
-    peak = peak_memory(step, precision.device) + 12 * n_params
-    return Budget(params.study, seconds, total_flops, peak, f"{runs.family}, {n_params / 1e6:.1f}M parameters",
-                  precision.device.type)
+
+def _peak(runs: Runs, work: Work, precision: Precision) -> tuple[int, str]:
+    """Peak memory of one training step of ``work`` plus its model's weights and Adam's moments, and which it was."""
+    model = runs.build().to(precision.device)
+    n_params = sum(p.numel() for p in model.parameters())
+    peak = peak_memory(_pass(model, work, _on(work.batch(), precision.device), precision), precision.device)
+    return peak + 12 * n_params, f"{runs.family}, {n_params / 1e6:.1f}M parameters"
+
+
+def memory(params: Params, precision: Precision) -> tuple[int, str]:
+    """``estimate``'s peak memory alone (no timing): the training step of the most FLOPs in the study's plan (a step
+    torch cannot count, by its forward pass's)."""
+    steps = _counted(plan(params), precision, train_only=True)
+    return _peak(*max(steps, key=lambda c: c[2][1])[:2], precision)
+
+
+def _counted(plan_: list[Runs], precision: Precision, train_only: bool) -> list[tuple[Runs, Work, tuple[float, float]]]:
+    """Each run's work with (its FLOPs, NaN where torch cannot count them; the FLOPs its time is scaled by: its own,
+    or for such a training step its forward pass's), each model and batch counted once."""
+    out, seen = [], {}
+    for runs in plan_:
+        model = None
+        for work in (w for w in runs.work if w.train or not train_only):
+            key = (id(runs.build), id(work.batch), id(work.loss), work.train)
+            if key not in seen:
+                model = runs.build().to(precision.device) if model is None else model
+                flops = _flops(model, work, precision)
+                seen[key] = flops, flops if not math.isnan(flops) else _flops(
+                    model, dataclasses.replace(work, train=False), precision)
+            out.append((runs, work, seen[key]))
+    return out
 
 
 HANDED = "ODEBOOK_BUDGET"  # "<study>\t<line>": the runner's estimate, handed to the kernel it starts for that study

@@ -3,6 +3,8 @@ never a traceback from inside the validator, never a value that runs silently.""
 
 import dataclasses
 import math
+import subprocess
+import sys
 import typing
 
 import pytest
@@ -124,6 +126,24 @@ def test_a_misspelt_papermill_parameter_is_an_unknown_key():
     assert "unknown key 'stepz' (did you mean 'steps'?)" in msg
     namespace = {"In": ["", "# Parameters\nlr = 0.01\n"], "lr": 0.01, "np": object()}
     assert GradientFlowParams.from_namespace(namespace).lr == 0.01  # known names and notebook globals are fine
+
+
+@pytest.mark.parametrize("option, text, says", [("-y", "[1, 2]", "dictionary update sequence"),
+                                                ("-y", "5", "'int' object is not iterable"),
+                                                ("-f", "- steps\n- 3\n", "dictionary update sequence")])
+def test_papermill_itself_stops_on_parameters_that_are_not_a_mapping_before_any_kernel(tmp_path, root, option, text,
+                                                                                        says):
+    """papermill applies -y/-f/-b in its own command line, before it opens the notebook: a YAML that is not a mapping
+    ends in papermill's traceback, and no code of the book runs that could say it in one line (README: the limit). It
+    stops before any kernel starts or any file is written."""
+    if option == "-f":
+        (tmp_path / "list.yaml").write_text(text)
+        text = str(tmp_path / "list.yaml")
+    out = tmp_path / "out.ipynb"
+    done = subprocess.run([sys.executable, "-m", "papermill", str(root / "notebooks" / "01_gradient_flow.ipynb"),
+                           str(out), option, text], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and says in done.stderr.splitlines()[-1] and "papermill/cli.py" in done.stderr
+    assert not out.exists() and "Executing" not in done.stderr
 
 
 @pytest.mark.parametrize("profile", ["smoke", "cpu", "t4"])

@@ -120,6 +120,58 @@ def test_ctrl_c_ends_with_one_line_and_keeps_earlier_outputs(book, capsys, monke
     assert not list((book.outputs / "smoke").glob(".*"))
 
 
+# The tiny study registered in a runner of its own, for a real signal to its process group (what Ctrl-C sends)
+RUNNER_SCRIPT = """import dataclasses, sys
+from odebook import params
+from odebook.book import runner
+
+@dataclasses.dataclass
+class OkParams(params.Params):
+    study = "90_ok"
+    value: int = params.spec(1, ge=0)
+
+params.STUDIES["90_ok"] = OkParams
+sys.exit(runner.main(sys.argv[1:]))
+"""
+SLEEPING = OK.replace('value = 1', 'checkpoint_dir = ""\nvalue = 1') + \
+    '\n# %%\nimport os, time\npathlib.Path(os.environ["SLEEPING"]).write_text("")\ntime.sleep(120)\n'
+
+
+def test_ctrl_c_in_a_running_notebook_ends_with_one_line_and_keeps_earlier_outputs(book, tmp_path):
+    """SIGINT to the runner's process group while a cell runs, as a terminal's Ctrl-C: the kernel (in a session of its
+    own) is interrupted and shut down; ipykernel's error about its closed socket went to the console before."""
+    import signal
+
+    runner.run_book(book, "smoke", ["90_ok"])
+    published = {f.name: f.read_bytes() for f in (book.outputs / "smoke" / "90_ok").iterdir() if f.is_file()}
+    (book.notebooks / "90_ok.py").write_text(SLEEPING)
+    (tmp_path / "run.py").write_text(RUNNER_SCRIPT)
+    sleeping = tmp_path / "sleeping"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SLEEPING": str(sleeping)}
+    run = subprocess.Popen([sys.executable, str(tmp_path / "run.py"), "--root", str(book.notebooks.parent),
+                            "--profile", "smoke", "90_ok"], start_new_session=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while not sleeping.exists() and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.05)
+    time.sleep(1)
+    os.killpg(run.pid, signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == runner.EXIT_INTERRUPTED, (out, err)
+    assert err.strip() == "interrupted; resume with the same command (finished runs and checkpoints are kept)"
+    assert out == "[1/1] 90_ok (profile smoke) … "
+    assert {f.name: f.read_bytes() for f in (book.outputs / "smoke" / "90_ok").iterdir() if f.is_file()} == published
+    assert not list((book.outputs / "smoke").glob(".*"))  # no staging folder, no lock
+
+
+def test_the_kernels_own_messages_go_to_its_log_not_the_console(book, capfd):
+    (book.notebooks / "90_ok.py").write_text(
+        OK + '\n# %%\nimport atexit, os\natexit.register(os.write, 2, b"kernel: last words at exit\\n")\n')
+    runner.run_book(book, "smoke", ["90_ok"])
+    assert "last words" not in capfd.readouterr().err
+    assert (book.outputs / "smoke" / "90_ok" / "kernel.log").read_text() == "kernel: last words at exit\n"
+
+
 # -- make passes names as data -------------------------------------------------------------------------------------
 def _make(book, *args) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

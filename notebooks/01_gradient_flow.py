@@ -173,8 +173,8 @@ from odebook.training.train import TrainConfig
 p, out, precision = notebook.start(GradientFlowParams, globals())
 
 # %%
-# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.study.budget)
-from odebook.study import budget
+# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.book.budget)
+from odebook.book import budget
 
 print(budget.line(p, precision))  # the runner's estimate where it made one
 

@@ -171,8 +171,8 @@ p, out, precision = notebook.start(TimeIndexedParams, globals())
 print(f"LayerNorms of the gated models: {p.norm}; Tong's time MLPs: {p.tong_time_mlp}")
 
 # %%
-# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.study.budget)
-from odebook.study import budget
+# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.book.budget)
+from odebook.book import budget
 
 print(budget.line(p, precision))  # the runner's estimate where it made one
 

@@ -134,8 +134,8 @@ size_name = lambda i: f"d{p.ladder_d[i]}×{p.ladder_layers[i]}"  # noqa: E731
 print(f"sizes (width × GDN layers): {[size_name(i) for i in range(len(p.ladder_d))]}; tokenizer {tok.name}")
 
 # %%
-# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.study.budget)
-from odebook.study import budget
+# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.book.budget)
+from odebook.book import budget
 
 print(budget.line(p, precision))  # the runner's estimate where it made one
 

@@ -140,8 +140,8 @@ seeds = list(range(p.seed, p.seed + p.n_seeds))
 arms = p.arms()  # name → configuration (odebook.models.configs.PatternConfig)
 
 # %%
-# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.study.budget)
-from odebook.study import budget
+# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.book.budget)
+from odebook.book import budget
 
 print(budget.line(p, precision))  # the runner's estimate where it made one
 

@@ -2,8 +2,8 @@
 
 ``publish`` copies a run's outputs/<profile>/ there (executed notebooks, HTML, figures, tables, results and manifests,
 and the index), leaving out checkpoints and TensorBoard logs and writing paths relative to the repository. A report
-is *stale* when its notebook, its parameter file or the code a study runs (odebook's science sub-packages,
-``training.checkpoint.SCIENCE``; not the book's machinery) differ from the ones it ran with — the hashes its
+is *stale* when its notebook, its parameter file or the code a study runs (the modules of odebook's science sub-packages it
+imports, ``book.code_hash``; not the book's machinery) differ from the ones it ran with — the hashes its
 manifest.json records (``hashes``, written by the runner); ``check`` lists the stale ones and marks them on the
 reports' index, never failing for it. ``verdict_table`` turns the committed results.json files into the README's
 table of verdicts, between the two markers below, so no number in it is typed by hand.
@@ -21,8 +21,7 @@ import json
 import shutil
 from pathlib import Path
 
-from odebook.book import findings, index
-from odebook.training.checkpoint import science_sha256
+from odebook.book import code_hash, findings, index
 
 __all__ = ["REPORTS", "LEFT_OUT", "odebook_hash", "hashes", "publish", "stale", "check", "verdict_table",
            "update_readme", "README_START", "README_END"]
@@ -38,17 +37,18 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else "missing"
 
 
-def odebook_hash(root: Path) -> str:
-    """sha256 of the code a study runs in the book at ``root``: odebook's SCIENCE sub-packages, not the book's machinery
-    (this module, the runner, the front page, the Colab cell) nor benchmarks/ or README, so mending those leaves the
-    committed reports current."""
-    return science_sha256(root / "odebook")[:16]
+def odebook_hash(root: Path, name: str) -> str:
+    """sha256 of the science code notebook ``name`` runs in the book at ``root`` (``code_hash``): the modules of
+    odebook's SCIENCE sub-packages it imports, directly or not — not the book's machinery (this module, the runner, the
+    front page, the Colab cell, the budget), benchmarks/ or README, and not a module only other studies import; so
+    mending those leaves its committed report current."""
+    return code_hash.code_hash(root, root / "notebooks" / f"{name}.py")
 
 
 def hashes(root: Path, name: str, profile: str) -> dict[str, str]:
     """What a report of notebook ``name`` under ``profile`` depends on: its notebook, its parameter file, odebook."""
     return {"notebook": _sha(root / "notebooks" / f"{name}.py"),
-            "parameters": _sha(root / "params" / profile / f"{name}.yaml"), "odebook": odebook_hash(root)}
+            "parameters": _sha(root / "params" / profile / f"{name}.yaml"), "odebook": odebook_hash(root, name)}
 
 
 def _reports(folder: Path) -> list[Path]:

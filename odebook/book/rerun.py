@@ -1,7 +1,7 @@
 """Re-run only what changed: a notebook whose published outputs were made from the same inputs is skipped.
 
-A notebook's ``key`` is everything its numbers depend on: the science code (odebook's SCIENCE sub-packages,
-``reports.odebook_hash``), the notebook's own source, its parameter file's contents, the content hash of every data
+A notebook's ``key`` is everything its numbers depend on: the science code it imports (the modules of odebook's
+SCIENCE sub-packages it reaches, ``reports.odebook_hash``), the notebook's own source, its parameter file's contents, the content hash of every data
 and tokenizer file its parameters make it read (``fingerprint.content_hashes``; data from the hub: its source), the
 environment (the versions of the packages the runner records) and the device. The runner writes the key into the
 published manifest.json (``record``) and skips a notebook whose last run succeeded with the same key
@@ -57,7 +57,7 @@ def data_key(params: Params) -> dict[str, str]:
 
 def key(root: Path, profile: str, name: str, params: Params, packages: Iterable[str]) -> dict:
     """What notebook ``name``'s outputs under ``profile`` depend on (module docstring)."""
-    return {"odebook": reports.odebook_hash(root), "notebook": _sha(root / "notebooks" / f"{name}.py"),
+    return {"odebook": reports.odebook_hash(root, name), "notebook": _sha(root / "notebooks" / f"{name}.py"),
             "parameters": _sha(root / "params" / profile / f"{name}.yaml"), "data": data_key(params),
             "environment": environment(packages), "device": device_name(resolve_device())}
 

@@ -32,7 +32,7 @@ from odebook.book import index, kernel, machine_load, publish
 from odebook.book import reports, rerun
 from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, validate_values
-from odebook.study import budget
+from odebook.book import budget
 from odebook.training.runtime import device_name, resolve_device
 
 __all__ = ["Book", "RunResult", "run_book", "main"]

@@ -138,15 +138,18 @@ def test_a_report_goes_stale_when_its_notebook_parameters_or_odebook_change_and_
 
 @pytest.mark.parametrize("touched, goes_stale", [
     ("odebook/book/runner.py", False), ("odebook/book/index.py", False), ("odebook/book/reports.py", False),
-    ("benchmarks/bench.py", False), ("README.md", False),
+    ("odebook/book/budget.py", False), ("benchmarks/bench.py", False), ("README.md", False),
+    ("odebook/study/recall.py", False), ("odebook/study/calibrated.py", True),
     ("odebook/nn/gemm.py", True), ("odebook/models/lm.py", True), ("odebook/training/train.py", True),
     ("odebook/data/corpus.py", True), ("odebook/study/stats.py", True), ("odebook/params/schema.py", True)])
 def test_reports_go_stale_when_the_science_changes_and_not_the_books_machinery(tmp_path, touched, goes_stale):
-    """The reports' hash covers the code a study runs (nn, models, data, training, study, params), not the runner, the
-    front page, the report publisher, the benchmark or README: `make check-reports` stays green for those."""
+    """The reports' hash covers the code a study runs (nn, models, data, training, study, params) — the modules its
+    notebook imports, directly or not — not the runner, the front page, the report publisher, the budget, the
+    benchmark, README or a module only another study imports: `make check-reports` stays green for those."""
     root = _book(tmp_path)
     for part in ("odebook", "benchmarks"):
         shutil.copytree(ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "notebooks" / "01_gradient_flow.py", root / "notebooks" / "01_x.py")  # imports as 01 does
     reports.publish(root, "cpu")
     manifest = root / reports.REPORTS / "cpu" / "01_x" / "manifest.json"
     manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "hashes": reports.hashes(root, "01_x", "cpu")}))

@@ -19,6 +19,7 @@ value = 1
 
 # %%
 import json, pathlib
+from odebook.nn import gemm  # the science module this book's key hashes (its stand-in below)
 pathlib.Path(output_dir, "results.json").write_text(json.dumps({"headline": {"value": value}}))
 '''
 
@@ -43,7 +44,7 @@ def book(tmp_path, monkeypatch) -> runner.Book:
     (tmp_path / "corpus.txt").write_text("the cat sat\n")
     (b.params / "smoke" / "93_cached.yaml").write_text(f"value: 7\ndata_file: {tmp_path / 'corpus.txt'}\n")
     (tmp_path / "odebook" / "nn").mkdir(parents=True)  # the science code this book's key hashes
-    (tmp_path / "odebook" / "nn" / "layer.py").write_text("WIDTH = 1\n")
+    (tmp_path / "odebook" / "nn" / "gemm.py").write_text("WIDTH = 1\n")
     return b
 
 
@@ -82,7 +83,7 @@ def _published(book: runner.Book) -> tuple[Path, dict]:
 
 
 def _change_code(book, monkeypatch):
-    (book.notebooks.parent / "odebook" / "nn" / "layer.py").write_text("WIDTH = 2\n")
+    (book.notebooks.parent / "odebook" / "nn" / "gemm.py").write_text("WIDTH = 2\n")
 
 
 def _change_parameter(book, monkeypatch):

@@ -1,4 +1,4 @@
-"""What each study computes, for its budget (odebook.study.budget): its training runs, each as the work one run does —
+"""What each study computes, for its budget (odebook.book.budget): its training runs, each as the work one run does —
 training steps on batches of the shapes its loader gives, and forward passes of evaluation and scoring.
 
 Each study's plan follows its notebook: 01 every arm and seed; 02 and 03's ladder a learning-rate grid on the first

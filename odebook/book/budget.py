@@ -1,7 +1,7 @@
 """What a study's profile will cost, said before its first training step: the estimated wall time on this device, the
 peak memory of its largest model at the profile's shapes, and the estimate on a T4 with whether that fits its 15 GB.
 
-The time: the work of each study's runs (odebook.study.workload: training steps on batches of the shapes its loader
+The time: the work of each study's runs (odebook.book.workload: training steps on batches of the shapes its loader
 gives, forward passes of evaluation and retrieval scoring) costs its FLOPs (odebook.study.flops: each kind of pass
 counted once per model) at a rate measured on this device by a short timed probe — six steps of the training loop
 itself, the median of the last five — of the largest training step of each family (a pass whose FLOPs torch cannot
@@ -35,7 +35,7 @@ from torch import nn
 from odebook.params import Params
 from odebook.study.flops import count_flops
 from odebook.study.measure import peak_memory
-from odebook.study.workload import PLANS, Runs, Work, plan
+from odebook.book.workload import PLANS, Runs, Work, plan
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
 

@@ -1,4 +1,4 @@
-"""The budget a study prints before its first step (odebook.study.budget): what each study's plan trains, the line
+"""The budget a study prints before its first step (odebook.book.budget): what each study's plan trains, the line
 a person reads, and the estimate against the measured time of the runs it estimates."""
 
 import collections
@@ -12,7 +12,7 @@ import torch
 from odebook.book import runner
 from odebook.params import validate_file
 from odebook.nn.linear_ce import IGNORE_INDEX
-from odebook.study import budget, workload
+from odebook.book import budget, workload
 from odebook.training.runtime import precision_for
 from odebook.training.train import TrainConfig, train
 

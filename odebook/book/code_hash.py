@@ -1,0 +1,86 @@
+"""The science code one notebook runs, and its hash: what makes that notebook's report stale or its run worth repeating.
+
+A notebook runs the odebook modules it imports, the modules those import, and so on, with the ``__init__`` of every
+package on the way. ``science_files`` follows the import statements (anywhere in a file, a function's lazy import
+included) through the whole package, and keeps the files of the SCIENCE sub-packages
+(``training.checkpoint.SCIENCE``): the book's machinery (runner, front page, budget) does not decide a number.
+Changing a module only study 03 imports then leaves the reports of 01, 02 and 05 current, and ``make run-all`` runs
+03 alone. The walk is static: an import made from a string (``importlib``) would be missed, and odebook makes none
+(a test holds that).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from pathlib import Path
+
+from odebook.training.checkpoint import SCIENCE
+
+__all__ = ["PACKAGE", "module_file", "imported", "modules_of", "science_files", "code_hash"]
+
+PACKAGE = "odebook"
+
+
+def module_file(root: Path, module: str) -> Path | None:
+    """The source file of odebook module ``module`` (dotted) in the book at ``root``; None when it is not one."""
+    base = root.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _package_of(root: Path, path: Path) -> list[str]:
+    """The package a relative import in ``path`` starts from: a module's package, or an ``__init__``'s own."""
+    return list(path.relative_to(root).with_suffix("").parts)[:-1]
+
+
+def imported(root: Path, path: Path) -> set[str]:
+    """The odebook modules a file's import statements name, with each one's parent packages (importing a module
+    runs them). ``from odebook.a import b`` names ``odebook.a`` and, where ``b`` is a module, ``odebook.a.b``."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from the file's own package, up level - 1
+                package = _package_of(root, path) if path.is_relative_to(root) else []
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name == PACKAGE or name.startswith(PACKAGE + "."):
+                parts = name.split(".")
+                found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return {m for m in found if module_file(root, m) is not None}
+
+
+def modules_of(root: Path, source: Path) -> set[str]:
+    """Every odebook module that running ``source`` imports, directly or through other odebook modules."""
+    seen: set[str] = set()
+    todo = sorted(imported(root, source))
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += sorted(imported(root, module_file(root, module)) - seen)
+    return seen
+
+
+def science_files(root: Path, source: Path) -> list[Path]:
+    """The files of the SCIENCE sub-packages among ``modules_of(root, source)``, sorted."""
+    files = (module_file(root, m) for m in modules_of(root, source))
+    return sorted(f for f in files if f.relative_to(root / PACKAGE).parts[0] in SCIENCE)
+
+
+def code_hash(root: Path, source: Path) -> str:
+    """sha256 (16 hex digits) of the science files ``source`` runs: their paths in the package and their bytes."""
+    h = hashlib.sha256()
+    for f in science_files(root, source):
+        h.update(str(f.relative_to(root)).encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]

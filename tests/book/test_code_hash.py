@@ -1,0 +1,76 @@
+"""The science code a notebook runs: the static import walk against a made-up package and against Python's own
+imports of the real notebooks."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from odebook.book import code_hash
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+
+
+def _book(tmp_path: Path) -> Path:
+    """A package 'odebook' with two science modules (one reached only lazily, one by a relative import), a module no
+    notebook imports, and a book module that imports science."""
+    files = {
+        "odebook/__init__.py": "",
+        "odebook/study/__init__.py": "",
+        "odebook/study/a.py": "from .b import f\n",
+        "odebook/study/b.py": "def f():\n    from odebook.nn import lazy\n",
+        "odebook/study/only_two.py": "X = 2\n",
+        "odebook/nn/__init__.py": "",
+        "odebook/nn/lazy.py": "Y = 1\n",
+        "odebook/book/__init__.py": "",
+        "odebook/book/machinery.py": "import odebook.study.only_two\n",
+        "nb/one.py": "from odebook.study import a\nimport os\n",
+        "nb/two.py": "from odebook.book import machinery\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_the_walk_follows_relative_lazy_and_machinery_imports(tmp_path):
+    root = _book(tmp_path)
+    assert code_hash.modules_of(root, root / "nb/one.py") == {
+        "odebook", "odebook.study", "odebook.study.a", "odebook.study.b", "odebook.nn", "odebook.nn.lazy"}
+    files = [str(f.relative_to(root)) for f in code_hash.science_files(root, root / "nb/two.py")]
+    assert files == ["odebook/study/__init__.py", "odebook/study/only_two.py"]  # book/ itself is not science
+
+
+def test_a_change_stales_only_the_notebooks_that_import_it(tmp_path):
+    root = _book(tmp_path)
+    before = {n: code_hash.code_hash(root, root / f"nb/{n}.py") for n in ("one", "two")}
+    (root / "odebook/nn/lazy.py").write_text("Y = 2\n")
+    after = {n: code_hash.code_hash(root, root / f"nb/{n}.py") for n in ("one", "two")}
+    assert after["one"] != before["one"] and after["two"] == before["two"]
+    (root / "odebook/book/machinery.py").write_text("import odebook.study.only_two  # mended\n")
+    assert code_hash.code_hash(root, root / "nb/two.py") == after["two"]  # machinery: no number changes
+
+
+def test_odebook_makes_no_import_from_a_string():
+    """The walk is static; an importlib.import_module would hide a dependency from it."""
+    offenders = [str(f.relative_to(ROOT)) for f in (ROOT / "odebook").rglob("*.py")
+                 if "import_module(" in f.read_text() or "__import__(" in f.read_text()]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_the_walk_covers_what_python_imports(notebook):
+    """Every odebook module Python loads when it runs a notebook's import lines is in the walk's set."""
+    source = notebook.read_text()
+    lines = [ast.get_source_segment(source, node) for node in ast.parse(source).body
+             if isinstance(node, (ast.Import, ast.ImportFrom)) and "odebook" in ast.dump(node)]
+    assert lines
+    program = "\n".join(lines) + "\nimport json, sys\nprint(json.dumps(sorted(m for m in sys.modules " \
+        "if m == 'odebook' or m.startswith('odebook.'))))"
+    loaded = json.loads(subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True,
+                                       check=True).stdout)
+    assert set(loaded) <= code_hash.modules_of(ROOT, notebook)

@@ -25,6 +25,9 @@ rk4 hybrid at study 01's t4 shape, GPT-2 vocabulary, batch 1, identical tokens c
 of one training step of the rk4 hybrid at 4, 8, 16 and 32 steps for each sensitivity method (bytes, batch 8 × 128,
 so the ODE block rather than the 50,257-way head dominates the memory).
 
+Each study's cpu-profile step — time, FLOPs, efficiency against the GEMM rate, and its slowdown beside one busy
+process with each OpenMP wait policy: benchmarks/cpu_profile.py (section ``cpu``).
+
 Speed is measured here, never asserted in a test.
 """
 
@@ -40,7 +43,7 @@ import time
 
 import torch
 
-from benchmarks import gemm_rate
+from benchmarks import cpu_profile, gemm_rate
 from benchmarks.gemm_rules import bench_gemm
 from benchmarks.timing import median_time
 from odebook.models import lm as models
@@ -332,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="timed steps per row")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--only", choices=("rate", "01", "gemm", "delta_rule", "02", "05", "ddp"), help="run one section")
+    parser.add_argument("--only", choices=("rate", "cpu", "01", "gemm", "delta_rule", "02", "05", "ddp"), help="run one section")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:  # one measurement, printed as JSON for the parent
@@ -351,6 +354,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {_load()}")
     if args.only in (None, "rate"):
         gemm_rate.main()
+    if args.only in (None, "cpu"):
+        cpu_profile.main()
     if args.only in (None, "01"):
         bench_01(args.steps, args.warmup)
     if args.only in (None, "gemm"):

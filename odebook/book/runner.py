@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from unittest import mock
 from pathlib import Path
 
-from odebook.book import index, kernel, machine_load, publish
+from odebook.book import index, kernel, machine_load, publish, wait_policy
 from odebook.book import reports, rerun
 from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, validate_values
@@ -188,11 +188,12 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     ipynb = stage / f"{name}.ipynb"
     checkpoints = _inside(out_root / name / "checkpoints", book.outputs)
     started, t0, error, trace = dt.datetime.now(dt.timezone.utc), time.perf_counter(), "", ""
-    load_at_start = machine_load.sample()
+    load_at_start, waiting = machine_load.sample(), {}
     nb = jupytext.read(book.notebooks / f"{name}.py")
     nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"> **{index.profile_note(profile)}**"))
     try:
-        with kernel.log_to(stage / "kernel.log"):  # the kernel's own messages (odebook.book.kernel)
+        # the kernel's own messages (odebook.book.kernel); its threads' waiting chosen for the machine now
+        with kernel.log_to(stage / "kernel.log"), wait_policy.chosen() as waiting:
             papermill.execute_notebook(nb, str(ipynb), parameters={
                 "checkpoint_dir": str(checkpoints.resolve()), **overrides, "output_dir": str(stage.resolve()),
                 **({"fresh": True} if fresh else {})}, kernel_name=kernel_name, language="python",
@@ -220,7 +221,7 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
         "parameter_file": str(book.params / profile / f"{name}.yaml"), "parameters": params.to_dict(),
         "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()),
         "packages": rerun.environment(PACKAGES),
-        "hashes": reports.hashes(root, name, profile), "machine_load": machine_load.record(*load),
+        "hashes": reports.hashes(root, name, profile), "machine_load": {**machine_load.record(*load), **waiting},
     }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
     if not error and checkpoints.is_dir():

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from odebook import params as params_mod
-from odebook.book import publish, runner
+from odebook.book import publish, runner, wait_policy
 
 from test_runner import OK, OkParams, book  # noqa: F401  (the tiny book fixture)
 
@@ -209,8 +209,12 @@ def test_make_passes_names_to_the_runner_verbatim_and_never_runs_them(tmp_path, 
 def test_a_report_says_when_its_timings_were_taken_on_a_loaded_machine(book, monkeypatch, load, says):
     monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(wait_policy, "busy_cores", lambda: 2.0 if says else 0.1)
+    for name in wait_policy.USER_SET:
+        monkeypatch.delenv(name, raising=False)
     runner.run_book(book, "smoke", ["90_ok"])
     out = book.outputs / "smoke" / "90_ok"
     assert ("Timings taken on a loaded machine" in (out / "90_ok.html").read_text()) == says
-    assert json.loads((out / "manifest.json").read_text())["machine_load"] == {"cores": 2, "load_at_start": load,
-                                                                               "load_at_end": load}
+    assert json.loads((out / "manifest.json").read_text())["machine_load"] == {
+        "cores": 2, "load_at_start": load, "load_at_end": load, "busy_cores": 2.0 if says else 0.1,
+        "omp_wait_policy": "PASSIVE" if says else "spin (libgomp's default)"}

@@ -1,0 +1,122 @@
+"""The step each study's cpu profile actually trains, measured: its time, FLOPs and efficiency, alone and beside a
+busy process (``python -m benchmarks.cpu_profile``, or ``make bench``'s section ``--only cpu``).
+
+For each study, the largest training step of its cpu-profile plan (odebook.book.workload: the model and the batch of
+the shapes its loader gives) as ``odebook.study.timing.training_step`` takes it (forward, backward, clipping, AdamW),
+timed in a worker process of its own:
+
+- **alone**: ms per step (median after warm-up), its FLOPs (forward and backward, counted by torch), and its rate
+  against the GEMM rate (the faster of torch's and oneDNN's 2048² fp32 product) measured in the same worker just
+  before and after the steps;
+- **beside one busy process** pinned to one core: the same step with libgomp's default (its threads spin while they
+  wait) and with the wait policy the runner chooses for a machine this busy (odebook.book.wait_policy), each as a
+  ratio to the step alone. A fair share of two cores is 2×.
+
+Each worker is a fresh process because libgomp reads its wait policy when it starts. The load average is printed
+beside the figures; another process on the machine inflates them all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+STUDIES = ("01_gradient_flow", "02_time_indexed", "03_gdn_scaling", "04_mixed_training", "05_ode_solvers")
+OMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+
+def worker(study: str, steps: int, warmup: int, reference: bool) -> dict:
+    """Time the largest training step of ``study``'s cpu plan in this process (and the GEMM rate around it)."""
+    import torch
+
+    from benchmarks.bench import reference_flops
+    from odebook.book.workload import plan
+    from odebook.params import validate_values
+    from odebook.study.flops import count_flops
+    from odebook.study.timing import training_step
+
+    params = validate_values(study, f"params/cpu/{study}.yaml")[0]
+    runs = max(plan(params), key=lambda r: r.steps)
+    work = next(w for w in runs.work if w.train)
+    torch.manual_seed(0)
+    model, batch = runs.build(), work.batch()
+    try:
+        flops = float(count_flops(lambda: work.loss(model, batch).backward()))
+    except RuntimeError:  # the adjoint method's backward calls autograd.grad: torch's counter cannot follow it
+        flops = float("nan")
+    model.zero_grad(set_to_none=True)
+    step = training_step(model, batch, work.loss)
+    before = reference_flops() if reference else float("nan")
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    after = reference_flops() if reference else float("nan")
+    return {"family": runs.family, "params": sum(p.numel() for p in model.parameters()), "flops": flops,
+            "seconds": statistics.median(times), "reference": (before + after) / 2, "threads": torch.get_num_threads()}
+
+
+def _in_worker(study: str, steps: int, warmup: int, env: dict[str, str], reference: bool = False) -> dict:
+    from odebook.training.runtime import ALLOCATOR_ENV
+
+    env = {**{k: v for k, v in os.environ.items() if k not in OMP}, **ALLOCATOR_ENV, **env}
+    out = subprocess.run([sys.executable, "-m", "benchmarks.cpu_profile", "--worker", study, str(steps), str(warmup),
+                          str(int(reference))], env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def busy_process(core: int = 0) -> Iterator[subprocess.Popen]:
+    """A Python process spinning on ``core`` for as long as the block runs."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                            preexec_fn=lambda: os.sched_setaffinity(0, {core}))
+    try:
+        time.sleep(0.5)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def main(steps: int = 10, warmup: int = 3) -> None:
+    from odebook.book import wait_policy
+
+    fair = hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2
+    print("\neach study's cpu-profile training step (its largest model, the batch its loader gives; fp32, AdamW), "
+          "alone: time, FLOPs and rate against the GEMM rate measured around it"
+          + ("; beside one process spinning on core 0, as a ratio to alone: libgomp's spinning wait, and the policy "
+             "the runner chooses then (a fair share is 2×)" if fair else ""), flush=True)
+    print(f"{'study':<18} {'model':<9} {'params':>7} {'GFLOP':>6} {'ms':>7} {'GFLOP/s':>8} {'GEMM':>6} {'eff.':>5}"
+          + (f" {'busy, spin':>10} {'busy, book':>10}  policy" if fair else ""))
+    for study in STUDIES:
+        alone = _in_worker(study, steps, warmup, wait_policy.choose(wait_policy.busy_cores()), reference=True)
+        rate = alone["flops"] / alone["seconds"]
+        row = (f"{study:<18} {alone['family']:<9} {alone['params'] / 1e6:6.2f}M {alone['flops'] / 1e9:6.1f} "
+               f"{1e3 * alone['seconds']:7.1f} {rate / 1e9:8.1f} {alone['reference'] / 1e9:6.0f} "
+               f"{rate / alone['reference']:5.0%}")
+        if fair:
+            with busy_process():
+                spin = _in_worker(study, steps, warmup, {})
+                chosen = wait_policy.choose(wait_policy.busy_cores())
+                book = _in_worker(study, steps, warmup, chosen)
+            row += (f" {spin['seconds'] / alone['seconds']:9.2f}× {book['seconds'] / alone['seconds']:9.2f}×  "
+                    f"{chosen.get('OMP_WAIT_POLICY', 'spin')}")
+        print(row, flush=True)
+    print("load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        study, steps, warmup, reference = sys.argv[2:6]
+        print(json.dumps(worker(study, int(steps), int(warmup), reference == "1")))
+    else:
+        main()

@@ -154,7 +154,7 @@ from odebook.data import corpus as data
 from odebook.study import dynamics
 from odebook.book import notebook
 from odebook.book import plots
-from odebook.study.claims import Claim, declaration, paired
+from odebook.study.claims import Claim, declaration, paired, settle
 from odebook.study.experiment import compare_to, loss_at_depth, run_seeds, score_test, summarize, tune_lr
 from odebook.study.looks import run_in_looks
 from odebook.study.lr_grid import check_tried
@@ -207,12 +207,14 @@ declared = [
     sup("dt scaling helps the time-indexed MLP", primary=False, parts=("ti_mlp_dt − ti_mlp",)),
     sup("ODE integration with shared weights beats the standard transformer", primary=False,
         parts=("ode_shared − standard",)),
-    Claim("at equal training time: the SSM's validation loss at the TI-MLP's training seconds minus the TI-MLP's "
+    Claim("at equal training time: the SSM's validation loss at the TI-MLP's training time minus the TI-MLP's "
           "final validation loss", "descriptive", units="nats", primary=False, parts=(EQUAL_TIME,)),
 ]
 claims = [c for c in declared if all(m in p.models for part in c.comparisons for m in PAIRS[part])]
 primaries = [c for c in claims if c.primary]
 display(Markdown(declaration(claims)))
+equal_claims = [c for c in claims if EQUAL_TIME in c.comparisons]  # settled after the timing (see "Equal wall-clock")
+claims = [c for c in claims if c not in equal_claims]
 
 # %% [markdown]
 # ### The design's power
@@ -295,22 +297,9 @@ def clock(run):
     return seconds[np.asarray(run.history.eval_step) - 1], np.asarray(run.history.eval_loss)
 
 
-def at_equal_time(ssm, mlp):
-    """The SSM's validation loss at the TI-MLP's whole training time (linear between evaluations; NaN before the
-    SSM's first evaluation), minus the TI-MLP's final validation loss."""
-    t, loss = clock(ssm)
-    budget_s = clock(mlp)[0][-1]
-    return (np.interp(budget_s, t, loss) if budget_s >= t[0] else np.nan) - mlp.history.final_eval_loss
-
-
 def values_of(runs):
-    out_ = {}
-    for part, (a, b) in PAIRS.items():
-        if {a, b} <= set(p.models):
-            out_[part] = ([at_equal_time(x, y) for x, y in zip(per_seed(runs, a, lambda r: r),
-                                                               per_seed(runs, b, lambda r: r))]
-                          if part == EQUAL_TIME else paired(per_seed(runs, a), per_seed(runs, b)))
-    return out_
+    return {part: paired(per_seed(runs, a), per_seed(runs, b)) for part, (a, b) in PAIRS.items()
+            if part != EQUAL_TIME and {a, b} <= set(p.models)}
 
 
 looked = run_in_looks(lambda now, done: run_seeds(builders, task, configs, precision, seeds=now,
@@ -369,24 +358,70 @@ fig.tight_layout()
 notebook.save_figure(fig, out, "validation_curves")
 
 # %% [markdown]
-# ## Equal wall-clock
-# The SSM's step costs several TI-MLP steps, so "beats at equal steps" is not "beats at equal time". Per seed: the
-# TI-MLP's whole training time (its steps' own seconds, evaluations left out), and the SSM's validation loss at that
-# many of *its* training seconds (read off its validation curve, linear between evaluations every `eval_interval`
-# steps), against the TI-MLP's final validation loss. Descriptive: validation loss, read between evaluations, with
-# step times of a shared machine; the lr schedule is constant, so the SSM's curve part-way through is a run of that
-# length. The other side — the TI-MLP's loss after as many seconds as the SSM trained — would need the TI-MLP trained
-# for several times its steps, which this study does not do. The step-time ratio itself is timed interleaved below.
+# ## Speed, timed interleaved
+# A TI-MLP training step against a Tong step (and an SSM step against a TI-MLP step), on the first seed's trained
+# models (copies), the same batch, alternated A, B, A, B, … after a warm-up (study.timing): the ratio of median step
+# times with a bootstrap interval, and the machine's load beside it. The clock is the wall clock (synchronised on a
+# GPU): what a user waits. Interleaving removes the drift between arms; it does not remove load — on a machine with
+# more runnable processes than cores the longer step waits more often, so read the load printed beside the ratio.
+# (The process's CPU time is no better inside a Jupyter kernel, whose own threads count in it.) The training runs'
+# own step times, taken minutes apart, are not used for a speed verdict.
 
 # %%
-if {"ti_ssm", "ti_mlp"} <= set(p.models):
-    equal = pd.DataFrame([{"seed": a.seed, "ti_mlp seconds": clock(b)[0][-1], "ti_ssm seconds": clock(a)[0][-1],
+batch = tuple(t.to(precision.device) for t in next(task.batches(seeds[0])))
+cuda = precision.device.type == "cuda"
+
+
+def step_of(name):
+    return training_step(next(r.module for r in runs if r.model == name), batch, task.loss_fn, lr=chosen[name],
+                         grad_clip=p.grad_clip, autocast=precision.autocast)
+
+
+timings = {}
+for a_, b_ in (("ti_mlp", "tong"), ("ti_ssm", "ti_mlp")):
+    if {a_, b_} <= set(p.models):
+        timings[a_, b_] = interleaved(step_of(a_), step_of(b_), reps=p.timing_reps,
+                                      sync=torch.cuda.synchronize if cuda else lambda: None)
+        print(f"{a_} / {b_}: {timings[a_, b_]}")
+
+# %% [markdown]
+# ## Equal wall-clock
+# The SSM's step costs several TI-MLP steps, so "beats at equal steps" is not "beats at equal time". The clock is the
+# interleaved ratio r of an SSM step to a TI-MLP step timed above: the TI-MLP's whole training (`steps` of its steps)
+# takes as long as steps / r SSM steps. Per seed: the SSM's validation loss after steps / r of its steps (read off
+# its validation curve, linear between evaluations every `eval_interval` steps) against the TI-MLP's final validation
+# loss. Each run's own step times are not the clock: taken minutes apart on a shared machine, they moved up to 9×
+# between seeds of one model in an earlier report (and the point fell before the SSM's first evaluation, a NaN).
+# Descriptive: validation loss, read between evaluations; the lr schedule is constant, so the SSM's curve part-way
+# through is a run of that length. The other side — the TI-MLP's loss after as long as the SSM trained — would need
+# the TI-MLP trained for several times its steps, which this study does not do.
+
+# %%
+def at_equal_time(ssm, mlp, ratio):
+    """The SSM's validation loss after as many of its steps as take the TI-MLP's whole training (its steps / the
+    step-time ratio ``ratio``; linear between evaluations, NaN before the SSM's first), minus the TI-MLP's final
+    validation loss."""
+    steps, loss = np.asarray(ssm.history.eval_step), np.asarray(ssm.history.eval_loss)
+    at = mlp.history.eval_step[-1] / ratio
+    return (np.interp(at, steps, loss) if at >= steps[0] else np.nan) - mlp.history.final_eval_loss
+
+
+equal_settled = []
+if equal_claims:
+    r = timings["ti_ssm", "ti_mlp"].ratio.mean
+    pairs = list(zip(per_seed(runs, "ti_ssm", lambda r_: r_), per_seed(runs, "ti_mlp", lambda r_: r_)))
+    gaps = [at_equal_time(a, b, r) for a, b in pairs]
+    equal = pd.DataFrame([{"seed": a.seed, "ti_mlp steps": b.history.eval_step[-1],
+                           "ti_ssm steps in that time": b.history.eval_step[-1] / r,
                            "ti_mlp final val loss": b.history.final_eval_loss,
                            "ti_ssm final val loss": a.history.final_eval_loss,
-                           "ti_ssm val loss at ti_mlp's seconds": b.history.final_eval_loss + at_equal_time(a, b)}
-                          for a, b in zip(per_seed(runs, "ti_ssm", lambda r: r), per_seed(runs, "ti_mlp", lambda r: r))])
+                           "ti_ssm val loss at ti_mlp's time": b.history.final_eval_loss + gap}
+                          for (a, b), gap in zip(pairs, gaps)])
     notebook.save_table(equal.set_index("seed"), out, "equal_time")
     display(equal.round(4))
+    equal_settled = settle(equal_claims, {EQUAL_TIME: gaps}, alpha=p.alpha)
+    print(f"SSM step / TI-MLP step = {r:.3g} (interleaved): {p.steps} TI-MLP steps take as long as "
+          f"{p.steps / r:.0f} SSM steps")
 
 # %% [markdown]
 # ## Learned modulation m(t)
@@ -455,33 +490,6 @@ if len(dyn):
     notebook.save_figure(fig, out, "dynamics")
 
 # %% [markdown]
-# ## Speed, timed interleaved
-# A TI-MLP training step against a Tong step (and an SSM step against a TI-MLP step), on the first seed's trained
-# models (copies), the same batch, alternated A, B, A, B, … after a warm-up (study.timing): the ratio of median step
-# times with a bootstrap interval, and the machine's load beside it. The clock is the wall clock (synchronised on a
-# GPU): what a user waits. Interleaving removes the drift between arms; it does not remove load — on a machine with
-# more runnable processes than cores the longer step waits more often, so read the load printed beside the ratio.
-# (The process's CPU time is no better inside a Jupyter kernel, whose own threads count in it.) The training runs'
-# own step times, taken minutes apart, are not used for a speed verdict.
-
-# %%
-batch = tuple(t.to(precision.device) for t in next(task.batches(seeds[0])))
-cuda = precision.device.type == "cuda"
-
-
-def step_of(name):
-    return training_step(next(r.module for r in runs if r.model == name), batch, task.loss_fn, lr=chosen[name],
-                         grad_clip=p.grad_clip, autocast=precision.autocast)
-
-
-timings = {}
-for a_, b_ in (("ti_mlp", "tong"), ("ti_ssm", "ti_mlp")):
-    if {a_, b_} <= set(p.models):
-        timings[a_, b_] = interleaved(step_of(a_), step_of(b_), reps=p.timing_reps,
-                                      sync=torch.cuda.synchronize if cuda else lambda: None)
-        print(f"{a_} / {b_}: {timings[a_, b_]}")
-
-# %% [markdown]
 # ## Verdicts
 # The primary claims settle in looks (each at α / the number of primaries; efficacy → held or equivalent, futility →
 # not held, the cap → inconclusive with the seeds it would need), the secondary ones by Holm over their family on
@@ -499,7 +507,7 @@ scale = (f"early learning: {p.steps} steps × {p.batch_size} × {p.seq_len} {p.t
          f"epoch; d {p.d_model}, {p.n_layer} depth steps; {looked.seeds} seeds (source: d 256, 6 steps, 1000 steps "
          "× 8 × 128 bytes)")
 verdicts = []
-for settled in looked.settled:
+for settled in [*looked.settled, *equal_settled]:
     arms = sorted({m for part in settled.claim.comparisons for m in PAIRS[part]} & set(untuned))
     flag = "rests on untuned learning rates: " + "; ".join(f"{n} ({untuned[n]})" for n in arms) if arms else ""
     verdicts.append(dataclasses.replace(settled, note="; ".join(x for x in (settled.note, flag) if x)).verdict(scale))

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from odebook.data import tasks
+from odebook.data import mqar, tasks
 from odebook.data.corpus import Tokenizer, get_tokenizer
 from odebook.models.arms import gradient_flow_arms
 from odebook.models.lm import lm_loss
@@ -134,7 +134,25 @@ def _gdn_scaling(p: Params, tok: Tokenizer) -> list[Runs]:
     prompts = functools.partial(_prompts, tok, p.niah_batch_size, p.ks)
     valid = Work(evaluations(p.niah_steps, p.eval_interval), prompts(max(p.curriculum)), train=False)
     work = (*_curriculum(p, p.niah_steps, prompts), valid, *_scoring(p, tok, ablations=2))
-    return ladder + [Runs("gdn", p.size_config(i, "gdn").build, p.n_seeds, work) for i in p.niah_sizes]
+    niah = [Runs("gdn", p.size_config(i, "gdn").build, p.n_seeds, work) for i in p.niah_sizes]
+    return ladder + niah + _mqar(p)
+
+
+def _mqar(p: Params) -> list[Runs]:
+    """Study 03's MQAR arms (a GDN stack per width and the no-state control): training steps on sequences of
+    ``mqar_seq_len`` tokens (the same cost at every k), the validation passes, and the scoring of every k and the
+    held-out pairs (odebook.study.recall)."""
+    vocab = mqar.Vocab(p.mqar_keys)
+
+    def batch() -> tuple[torch.Tensor, torch.Tensor]:
+        b = mqar.make_batch(p.mqar_batch_size, vocab=vocab, k=min(p.mqar_train_ks), seq_len=p.mqar_seq_len,
+                            generator=torch.Generator().manual_seed(0), power_a=p.mqar_power_a)
+        return b.x, b.y
+
+    forwards = (evaluations(p.mqar_steps, p.eval_interval) + len(p.mqar_eval_ks) + 1) * p.mqar_eval_batches
+    work = (Work(p.mqar_steps, batch), Work(forwards, batch, train=False))
+    arms = [("gdn", p.mqar_config(d).build) for d in p.mqar_d] + [("swa", p.mqar_config(p.mqar_d[0], control=True).build)]
+    return [Runs(family, build, p.n_seeds, work) for family, build in arms]
 
 
 def _mixed_loss(model: nn.Module, batch: tuple) -> torch.Tensor:

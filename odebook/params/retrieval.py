@@ -84,6 +84,21 @@ class GDNScalingParams(RetrievalParams):
                                 help="language-model learning rates tried per size (first seed, validation split)")
     niah_sizes: list[int] = spec([0, 1, 2], ge=0, help="ladder indices whose GDN-only stack is trained on retrieval")
     niah_steps: int = spec(1500, ge=1, help="retrieval training steps per size, over the whole curriculum")
+    mqar_keys: int = spec(64, ge=4, help="MQAR (odebook.data.mqar): keys, and as many values, in its own vocabulary")
+    mqar_d: list[int] = spec([64, 128, 256], ge=8, min_len=2,
+                             help="MQAR: widths of the GDN-only stacks, smallest first (a layer's state: width² / n_head)")
+    mqar_layers: int = spec(2, ge=1, help="MQAR: layers of every stack, the no-state control's included")
+    mqar_control_window: int = spec(4, ge=1, help="MQAR: the no-state control's sliding window (S layers)")
+    mqar_train_ks: list[int] = spec([4, 8, 16, 32, 64], ge=1, help="MQAR: pairs per sequence in training, in turn")
+    mqar_eval_ks: list[int] = spec([4, 8, 16, 32, 64], ge=1, min_len=2,
+                                   help="MQAR: pairs per sequence scored, increasing: the accuracy curve")
+    mqar_seq_len: int = spec(256, ge=8, help="MQAR: tokens per sequence")
+    mqar_batch_size: int = spec(64, ge=1)
+    mqar_steps: int = spec(3000, ge=1)
+    mqar_lr: float = spec(3e-3, gt=0.0, le=1.0)
+    mqar_power_a: float = spec(0.1, gt=0.0, le=1.0, help="MQAR: the query gaps' power law (smaller: nearer queries)")
+    mqar_eval_batches: int = spec(8, ge=1, help="MQAR: evaluation batches per k")
+    mqar_margin: float = spec(0.1, gt=0.0, le=1.0, help="MQAR claims: the smallest accuracy difference of interest")
 
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()
@@ -98,7 +113,28 @@ class GDNScalingParams(RetrievalParams):
                           "(width, layers) at most once")
         if any(i >= len(self.ladder_d) for i in self.niah_sizes):
             errors.append(f"key 'niah_sizes' = {self.niah_sizes}: indices into ladder_d (0..{len(self.ladder_d) - 1})")
+        for key in ("mqar_d", "mqar_eval_ks"):
+            if any(b <= a for a, b in zip(getattr(self, key), getattr(self, key)[1:])):
+                errors.append(f"key {key!r} = {getattr(self, key)}: must increase")
+        if any(d % self.n_head for d in self.mqar_d):
+            errors.append(f"key 'n_head' = {self.n_head}: must divide mqar_d = {self.mqar_d}")
+        longest = max(self.mqar_train_ks + self.mqar_eval_ks)
+        if longest > self.mqar_keys:
+            errors.append(f"key 'mqar_keys' = {self.mqar_keys}: fewer keys than the {longest} pairs of mqar_*_ks")
+        if 4 * longest > self.mqar_seq_len + 1:
+            errors.append(f"key 'mqar_seq_len' = {self.mqar_seq_len}: {longest} pairs and their queries need "
+                          f"{4 * longest - 1} tokens")
         return errors
+
+    def mqar_config(self, d: int, *, control: bool = False) -> PatternConfig:
+        """An MQAR stack on MQAR's own vocabulary: GDN layers at width ``d``, or (``control``) the no-state control —
+        sliding-window layers of window ``mqar_control_window``, which see no pair farther back than that."""
+        from odebook.data.mqar import Vocab
+
+        pattern = ("S" if control else "G") * self.mqar_layers
+        return dataclasses.replace(self.model_config(pattern, d_model=d), vocab_size=Vocab(self.mqar_keys).size,
+                                   max_seq_len=self.mqar_seq_len,
+                                   window=self.mqar_control_window if control else self.window)
 
     def size_config(self, i: int, series: str) -> PatternConfig:
         """Ladder size ``i`` in ``series`` (the hybrid's S layer reads the state with no bottleneck)."""

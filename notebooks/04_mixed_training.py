@@ -32,13 +32,28 @@
 # way. Retrieval (odebook.data.tasks) binds k names to colours among filler that names colours too; training prompts ask
 # about every bound name, evaluation prompts about one, whose fact stands inside the window ('inside': second to
 # last, followed by another fact), first ('far': beyond the window), or anywhere ('random'). Each model is scored
-# normal, with the state zeroed (every read of a GDN state), the state read alone zeroed, the local path zeroed, and
-# both — beside chance and the best shortcut. Verdicts are paired t-tests across `n_seeds` seeds (a seed's models
-# share its data stream and are scored on the same examples) with Holm's correction over this notebook's verdicts;
-# example-level Wilson intervals are shown too, named as such.
+# normal and with each of its components removed — the state (every read of a GDN state), the SWA layer's read of it
+# alone, the local path, both — beside chance and the best shortcut. A component is removed by *resampling* it (the
+# value another prompt of the batch gives at the same position) or by the batch mean, as well as by zeroing: zero is
+# a value no prompt produces, so a "drop" under it reaches below chance by construction (the earlier book's zeroed
+# drops of 0.11–0.13 below chance made "the state carries facts" certain whenever accuracy was above ~0.3).
 #
-# **Targets and claims (the source's).** PPL ≤ `ppl_target`, Delta ≥ `delta_target`; "stochastic local drop is
-# essential"; "the task matters more than the bottleneck"; "mixed training gives both fluency and state dependence".
+# **Claims.** Primary, settled in looks (each at α / the number of primaries): (1) **the source's mechanism** — the
+# SWA layer's read of the GDN state carries facts beyond the window: for the source's recipe (stochastic local drop,
+# mixed training), far accuracy falls when that read alone is resampled, margin Delta = `delta_target`; (2) **the
+# hybrid beats the no-state control** on facts beyond the window, margin Delta. Secondary (Holm over their family):
+# the state-read drop of every other arm and regime, the drop when every read of the state is resampled, and
+# "stochastic local drop is essential" (its drop above a static arm's). Calibrations (their own Holm family): what
+# the window alone gives — the control answers 'inside' facts through attention, and no better than the best
+# shortcut beyond it. Each primary can come out "not held": a read the model does not use costs nothing when
+# resampled; a hybrid that answers far facts no better than a window cannot beat the control.
+#
+# **Where this departs from the source.** Its SWA layer read the GDN layer's *final* state, which shows every
+# position the whole sequence (a leak from the future in language-model training); here the read is causal, so its
+# perplexities and ours are not comparable. Its targets — PPL ≤ `ppl_target`, Delta ≥ `delta_target` — came after far
+# more language-model tokens than a cpu profile trains: the PPL target reads "not testable at this scale" with the
+# token count, and where the profile trains a language-model-only regime the relative form (mixed training's PPL
+# against language modelling alone, non-inferiority) is tested instead.
 
 # %% tags=["colab"]
 # Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
@@ -112,8 +127,10 @@ n_samples = 3
 sample_tokens = 120
 temperature = 0.8
 top_k = 40
+ppl_margin = 0.1
 
 # %%
+import dataclasses
 import functools
 import math
 
@@ -126,6 +143,8 @@ from odebook.data import corpus as data
 from odebook.book import notebook
 from odebook.book import plots
 from odebook.study import retrieval
+from odebook.study.claims import Claim, declaration, paired
+from odebook.study.looks import run_in_looks
 from odebook.data import tasks
 from odebook.study.experiment import run_seeds
 from odebook.study.task import Task
@@ -161,7 +180,70 @@ distances = pd.Series({name: np.median([tasks.distance(ex, tok) for ex in exs]) 
 display(distances.to_frame().T)
 
 # %% [markdown]
-# ## Runs
+# ## The claims, declared before the runs
+# Each a paired difference of far accuracies across seeds (a seed's models share its data stream and its evaluation
+# examples), "higher" the claimed side, margin Delta = `delta_target`. A drop is normal − ablated accuracy on the
+# same examples.
+
+# %%
+hybrid_arms = [a for a, c in arms.items() if c.state_read]
+static = [a for a in hybrid_arms if arms[a].local_path.static]
+drop = next((a for a in hybrid_arms if arms[a].local_path.source_drop), None)  # the source's stochastic local drop
+source_arm = drop or hybrid_arms[0]
+source_regime = "mixed" if "mixed" in p.regimes else p.regimes[0]
+READS = f"far: {source_arm} · {source_regime}, normal − state read resampled"
+BEATS = f"far: {source_arm} · {source_regime} − control"
+drop_part = lambda arm, regime, ablation: f"far: {arm} · {regime}, normal − {ablation}"  # noqa: E731
+essential_part = lambda regime, other: f"far: state-resampled drop, {drop} − {other} · {regime}"  # noqa: E731
+sup = functools.partial(Claim, kind="superiority", margin=p.delta_target, direction="higher", units="accuracy")
+claims = [sup(f"the source's mechanism: the SWA layer's read of the GDN state carries facts beyond the window "
+              f"({source_arm} · {source_regime}: far accuracy falls when the read is resampled)", parts=(READS,))]
+if p.control:
+    claims.append(sup(f"the hybrid ({source_arm} · {source_regime}) beats the no-state control on facts beyond the "
+                      "window", parts=(BEATS,)))
+for arm in hybrid_arms:
+    for regime in p.regimes:
+        for ablation in ("state read resampled", "state resampled"):
+            if (arm, regime, ablation) != (source_arm, source_regime, "state read resampled"):
+                what = "the SWA layer's read of the state" if ablation.startswith("state read") else "the state"
+                claims.append(sup(f"{arm} · {regime}: {what} carries facts beyond the window (far accuracy falls "
+                                  f"when {ablation.removesuffix(' resampled')} is resampled)", primary=False,
+                                  parts=(drop_part(arm, regime, ablation),)))
+if drop and static:
+    claims.append(sup(f"stochastic local drop is essential: {drop}'s far drop with the state resampled above every "
+                      "static arm's, every regime", primary=False,
+                      parts=tuple(essential_part(r, a) for r in p.regimes for a in static)))
+FLUENCY = f"held-out loss: {source_arm} · mixed − {source_arm} · lm"
+if {"lm", "mixed"} <= set(p.regimes):
+    claims.append(Claim(f"mixed training keeps the language model's fluency: {source_arm}'s held-out loss after mixed "
+                        f"training within {p.ppl_margin:g} nats of language modelling alone", "non-inferiority",
+                        p.ppl_margin, units="nats", primary=False, parts=(FLUENCY,)))
+display(Markdown(declaration(claims)))
+
+
+def values_of(runs_):
+    """Each comparison's per-seed differences, from the runs' retrieval rows."""
+    sc, ran = pd.concat([r.scores[0] for r in runs_]), sorted({r.seed for r in runs_})
+    acc_ = lambda arm, regime, ablation="normal": retrieval.per_seed(  # noqa: E731
+        sc, ran, arm=arm, regime=regime, set="far", ablation=ablation)
+    fall = lambda arm, regime, ablation: paired(acc_(arm, regime), acc_(arm, regime, ablation))  # noqa: E731
+    out_ = {drop_part(a, r, ab): fall(a, r, ab) for a in hybrid_arms for r in p.regimes
+            for ab in ("state read resampled", "state resampled")}
+    out_[READS] = out_[drop_part(source_arm, source_regime, "state read resampled")]
+    if p.control:
+        out_[BEATS] = paired(acc_(source_arm, source_regime), acc_("control", source_regime))
+    if {"lm", "mixed"} <= set(p.regimes):
+        loss = {(r.scores[1]["regime"], r.seed): math.log(r.scores[1]["PPL"]) for r in runs_
+                if r.scores[1]["arm"] == source_arm}
+        out_[FLUENCY] = paired([loss["mixed", s_] for s_ in ran], [loss["lm", s_] for s_ in ran])
+    if drop and static:
+        out_.update({essential_part(r, a): paired(fall(drop, r, "state resampled"), fall(a, r, "state resampled"))
+                     for r in p.regimes for a in static})
+    return out_
+
+
+# %% [markdown]
+# ## Runs, a look at a time
 # One model per arm × regime × seed, the same step budget each; seeds share the data stream across arms (paired).
 
 # %%
@@ -190,8 +272,14 @@ regime_task = {name: Task(batches=functools.partial(batches, regime), valid=vali
                           loss_fn=mixed_loss if regime == "mixed" else lm_loss,
                           score=functools.partial(score, arm, regime)) for name, (arm, regime) in grid.items()}
 sample = next((f"{a}_mixed" for a in arms if arms[a].local_path.source_drop and "mixed" in p.regimes), None)
-runs = run_seeds({name: arms[arm].build for name, (arm, _) in grid.items()}, regime_task, TrainConfig.from_params(p),
-                 precision, keep=lambda run: run.model == sample and run.seed == p.seed, **notebook.run_options(p, out))
+options = {k: v for k, v in notebook.run_options(p, out).items() if k != "seeds"}
+looked = run_in_looks(lambda now, done: run_seeds(
+    {name: arms[arm].build for name, (arm, _) in grid.items()}, regime_task, TrainConfig.from_params(p), precision,
+    seeds=now, done=done, keep=lambda run: run.model == sample and run.seed == p.seed, **options),
+    claims, values_of, seeds=seeds, looks=p.looks, alpha=p.alpha)
+runs, seeds = looked.runs, seeds[:looked.seeds]
+print(f"{looked.seeds} of {p.n_seeds} seeds ran")
+display(Markdown(looked.markdown()))
 origins = {f"{r.model}_seed{r.seed}": r.origin for r in runs}
 print("runs:", ", ".join(f"{run} {origin}" for run, origin in origins.items()))
 scores, ppl = pd.concat([r.scores[0] for r in runs]), pd.DataFrame([r.scores[1] for r in runs])
@@ -216,84 +304,60 @@ display(ppl_table.to_frame("held-out PPL (mean [95 % interval across seeds])"))
 
 # %% [markdown]
 # ## Verdicts
-# Drop = normal − ablated accuracy on the same examples; the state "carries" facts when zeroing it costs at least
-# Delta = `delta_target` (the source's target), and the answer "survives" when it costs less. Each claim is a paired
-# t-test across seeds against its threshold; Holm's correction runs over every test of this notebook at level `alpha`.
-# Calibration: the no-state control shows what the window alone gives — it should answer 'inside' facts through
-# attention (zeroing it costs them) and fail beyond the window (no better than the best shortcut), so both outcomes
-# of these tests are reachable in one run; whether a hybrid still needs its state for 'inside' facts, where its
-# local path could answer, is measured, not assumed.
+# The declared claims as settled above (primary in looks; secondary by Holm over their family). Calibrations, their
+# own Holm family of paired t-tests across seeds: the no-state control shows what the window alone gives — it should
+# answer 'inside' facts through attention (zeroing its local path costs at least Delta there) and no better than the
+# best shortcut beyond the window — so both outcomes of a "beyond the window" comparison are reachable in one run.
+# The source's PPL target is not testable at this scale (its token count beside ours); "the task matters more than
+# the bottleneck" needs two regimes and two arms.
 
 # %%
-hybrid_arms = [a for a, c in arms.items() if c.state_read]
+lm_tokens = {"lm": 1.0, "niah": 0.0, "mixed": 1.0}  # language-model windows per step, by regime
+source = MixedTrainingParams()  # the source's configuration (the t4 profile)
 scale = (f"{p.pattern} d {p.d_model}, window {p.window}, {p.steps} steps of {p.niah_batch_size} retrieval prompts "
          f"({p.ks} bindings + up to {max(p.curriculum)} filler sentences, median 'far' distance {distances['far']:.0f} "
-         f"tokens) and/or {p.batch_size} × {p.seq_len} LM tokens by regime, {tok.name} tokens, {p.n_seeds} seeds "
-         "(source: GGGGGS d 256, GPT-2 tokens, 100 distractors)")
+         f"tokens) and/or {p.batch_size} × {p.seq_len} LM tokens by regime, {tok.name} tokens, {looked.seeds} seeds "
+         f"(source: {source.pattern} d {source.d_model}, GPT-2 tokens, 100 distractors)")
 
 
 def acc(arm, regime, set_, ablation="normal"):
     return retrieval.per_seed(scores, seeds, arm=arm, regime=regime, set=set_, ablation=ablation)
 
 
-def delta(arm, regime, set_="far", ablation="state zeroed"):
-    return acc(arm, regime, set_) - acc(arm, regime, set_, ablation)
-
-
 def perplexity(arm, regime):
     return ppl[(ppl.arm == arm) & (ppl.regime == regime)].set_index("seed").PPL.reindex(seeds).to_numpy(float)
 
 
-tests, not_run = {}, []
-for arm in hybrid_arms:
+verdicts = [settled.verdict(scale) for settled in looked.settled]
+tests = {}
+if p.control:
     for regime in p.regimes:
-        run = f"{arm} · {regime}"
-        tests[f"{run}: the state carries facts beyond the window (far: drop when zeroed ≥ {p.delta_target})"] = [
-            paired_test(acc(arm, regime, "far"), acc(arm, regime, "far", "state zeroed"), claim="above",
-                        threshold=p.delta_target)]
-        tests[f"{run}: the state is needed inside the window too (inside: drop when zeroed ≥ {p.delta_target}; "
-              "the local path could answer there)"] = [
-            paired_test(acc(arm, regime, "inside"), acc(arm, regime, "inside", "state zeroed"), claim="above",
-                        threshold=p.delta_target)]
-        tests[f"{run}: attention carries facts inside the window (inside: drop when local zeroed ≥ "
-              f"{p.delta_target})"] = [paired_test(acc(arm, regime, "inside"), acc(arm, regime, "inside", "local zeroed"),
-                                                   claim="above", threshold=p.delta_target)]
-        if p.control:
-            tests[f"{run}: the hybrid beats the no-state control beyond the window (far accuracy)"] = [
-                paired_test(acc(arm, regime, "far"), acc("control", regime, "far"), claim="above")]
-if p.control:  # the controls of the controls: what a model without a state can and cannot do
-    for regime in p.regimes:
-        tests[f"control · {regime}: attention carries facts inside the window (inside: drop when local zeroed ≥ "
-              f"{p.delta_target})"] = [paired_test(acc("control", regime, "inside"),
-                                                   acc("control", regime, "inside", "local zeroed"), claim="above",
-                                                   threshold=p.delta_target)]
+        tests[f"calibration, control · {regime}: attention carries facts inside the window (inside: drop when local "
+              f"zeroed ≥ {p.delta_target})"] = [paired_test(acc("control", regime, "inside"),
+                                                            acc("control", regime, "inside", "local zeroed"),
+                                                            claim="above", threshold=p.delta_target)]
         far = scores[(scores.arm == "control") & (scores.regime == regime) & (scores.set == "far")]
-        tests[f"control · {regime}: a model without a state answers facts beyond its window better than the best "
-              "shortcut (must not hold)"] = [
+        tests[f"calibration, control · {regime}: a model without a state answers facts beyond its window better "
+              "than the best shortcut (must not hold)"] = [
             paired_test(acc("control", regime, "far"), retrieval.per_seed(far, seeds, shortcut=True), claim="above")]
-static = [a for a in hybrid_arms if arms[a].local_path.static]
-drop = next((a for a in hybrid_arms if arms[a].local_path.source_drop), None)  # the source's stochastic local drop
-if drop and static:
-    tests[f"stochastic local drop is essential ({drop}'s far Delta above every static arm's, every regime)"] = [
-        paired_test(delta(drop, r), delta(a, r), claim="above") for r in p.regimes for a in static]
-else:
-    not_run.append(Verdict("stochastic local drop is essential", "not run", "needs drop_0.7 and a static arm"))
+verdicts += [dataclasses.replace(v, role="calibration (Holm over this family)")
+             for v in holm_verdicts(tests, p.alpha, scale)]
 if len(p.regimes) >= 2 and len(hybrid_arms) >= 2:
-    d = np.array([[delta(a, r) for r in p.regimes] for a in hybrid_arms])  # [arm, regime, seed]
-    tests["the task matters more than the bottleneck (range of the far Delta across regimes > across arms)"] = [
-        paired_test(np.ptp(d, axis=1).mean(0), np.ptp(d, axis=0).mean(0), claim="above")]
+    d = np.array([[acc(a, r, "far") - acc(a, r, "far", "state resampled") for r in p.regimes] for a in hybrid_arms])
+    verdicts += holm_verdicts({"the task matters more than the bottleneck (range of the far drop across regimes > "
+                               "across arms)": [paired_test(np.ptp(d, axis=1).mean(0), np.ptp(d, axis=0).mean(0),
+                                                            claim="above")]}, p.alpha, scale)
 else:
-    not_run.append(Verdict("the task matters more than the bottleneck", "not run", "needs two regimes and two arms"))
-mixed_claims = {}
-if "mixed" in p.regimes:
-    for arm in hybrid_arms:
-        claim = (f"{arm} · mixed: mixed training gives both fluency and state dependence (PPL ≤ {p.ppl_target:.4g} and "
-                 f"far Delta ≥ {p.delta_target})")
-        tests[claim] = [paired_test(perplexity(arm, "mixed"), np.zeros(len(seeds)), claim="below", threshold=p.ppl_target),
-                        paired_test(delta(arm, "mixed"), np.zeros(len(seeds)), claim="above", threshold=p.delta_target)]
-else:
-    not_run.append(Verdict("mixed training gives both fluency and state dependence", "not run", "no mixed regime"))
-verdicts = holm_verdicts(tests, p.alpha, scale) + not_run
+    verdicts.append(Verdict("the task matters more than the bottleneck", "not run", "needs two regimes and two arms"))
+for arm in hybrid_arms:
+    for regime in [r for r in p.regimes if lm_tokens[r]]:
+        ours = p.steps * p.batch_size * p.seq_len
+        theirs = source.steps * source.batch_size * source.seq_len
+        verdicts.append(Verdict(f"{arm} · {regime}: the source's fluency target (held-out PPL ≤ {p.ppl_target:.4g})",
+                                "not testable at this scale",
+                                f"PPL {mean_ci(perplexity(arm, regime).tolist())} after {ours:,} language-model tokens; "
+                                f"the source's configuration trains {theirs:,} ({theirs / ours:.0f}×) at d "
+                                f"{source.d_model} with a final-state read that sees the future", scale))
 notebook.show_verdicts(verdicts)
 
 # %%
@@ -301,7 +365,8 @@ fig, (ax_d, ax_p) = plots.figure(2)
 far = table.xs("far", level="set")
 labels = [(a, r) for a in hybrid_arms for r in p.regimes]
 x = np.arange(len(labels))
-for j, (ablation, shift) in enumerate((("state zeroed", -0.2), ("local zeroed", 0.0), ("both zeroed", 0.2))):
+for j, (ablation, shift) in enumerate((("state read resampled", -0.3), ("state resampled", -0.1),
+                                       ("state zeroed", 0.1), ("local zeroed", 0.3))):
     vals = [far.loc[(a, r, "normal"), "acc"] - far.loc[(a, r, ablation), "acc"] for a, r in labels]
     ax_d.bar(x + shift, vals, width=0.2, label=f"far: normal − {ablation}")
 ax_d.axhline(p.delta_target, color="k", linestyle=":", label=f"target {p.delta_target:.2f}")
@@ -341,8 +406,10 @@ if sample_model is not None and p.n_samples:
 # %%
 notebook.save_results(
     out,
-    headline={f"{a} · {r}: far acc normal / state zeroed": f"{table.loc[(a, r, 'far', 'normal'), 'acc']:.2f} / "
-              f"{table.loc[(a, r, 'far', 'state zeroed'), 'acc']:.2f}" for a in hybrid_arms for r in p.regimes},
+    headline={f"{a} · {r}: far acc normal / state read resampled / state resampled":
+              " / ".join(f"{table.loc[(a, r, 'far', ab), 'acc']:.2f}"
+                         for ab in ("normal", "state read resampled", "state resampled"))
+              for a in hybrid_arms for r in p.regimes},
     data=stories.description, precision=str(precision), parameters=p.to_dict(),
     table=table.reset_index().to_dict("records"), by_distance=by_distance.reset_index().to_dict("records"),
     ppl=ppl.to_dict("records"), runs=origins, verdicts=verdicts, samples=samples)

@@ -159,7 +159,9 @@ class MixedTrainingParams(RetrievalParams):
     control: bool = spec(True, help="also train the no-state control (every G layer replaced by plain SWA)")
     max_train_stories: int = spec(50_000, ge=1)
     ppl_target: float = spec(5.0, gt=1.0, help="the source's target for held-out perplexity")
-    delta_target: float = spec(0.15, ge=0.0, le=1.0, help="the source's target for Delta (15 points)")
+    delta_target: float = spec(0.15, gt=0.0, le=1.0, help="the source's target for Delta (15 points): the margin of "
+                               "the retrieval claims")
+    ppl_margin: float = spec(0.1, gt=0.0, help="margin of 'mixed training keeps fluency' (nats of held-out loss)")
     n_samples: int = spec(3, ge=0)
     sample_tokens: int = spec(120, ge=1)
     temperature: float = spec(0.8, ge=0.0, help="sampling temperature of the samples (0: greedy)")

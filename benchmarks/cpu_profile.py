@@ -12,6 +12,11 @@ timed in a worker process of its own:
   wait) and with the wait policy the runner chooses for a machine this busy (odebook.book.wait_policy), each as a
   ratio to the step alone. A fair share of two cores is 2×.
 
+Then each study's whole cpu run, broken down by what it spends its time on — odebook.book.budget's estimate by part
+(the seeds' training and evaluation, the lr grid, timings, re-solving, building models, start-up), beside the
+measured time of the committed report — and the seeds the study can afford within ``BUDGET_S`` (its other parts as
+they are; one more seed adds one run of every per-seed group).
+
 Each worker is a fresh process because libgomp reads its wait policy when it starts. The load average is printed
 beside the figures; another process on the machine inflates them all.
 """
@@ -21,12 +26,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
+BUDGET_S = 20 * 60  # the cpu profile's target per study
 STUDIES = ("01_gradient_flow", "02_time_indexed", "03_gdn_scaling", "04_mixed_training", "05_ode_solvers")
 OMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
@@ -36,6 +42,7 @@ def worker(study: str, steps: int, warmup: int, reference: bool) -> dict:
     import torch
 
     from benchmarks.bench import reference_flops
+    from benchmarks.timing import median_time
     from odebook.book.workload import plan
     from odebook.params import validate_values
     from odebook.study.flops import count_flops
@@ -53,25 +60,36 @@ def worker(study: str, steps: int, warmup: int, reference: bool) -> dict:
     model.zero_grad(set_to_none=True)
     step = training_step(model, batch, work.loss)
     before = reference_flops() if reference else float("nan")
-    for _ in range(warmup):
+    for _ in range(warmup - 1):  # median_time makes one more untimed call
         step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
+    seconds = median_time(step, steps)
     after = reference_flops() if reference else float("nan")
     return {"family": runs.family, "params": sum(p.numel() for p in model.parameters()), "flops": flops,
-            "seconds": statistics.median(times), "reference": (before + after) / 2, "threads": torch.get_num_threads()}
+            "seconds": seconds, "reference": (before + after) / 2, "threads": torch.get_num_threads()}
 
 
-def _in_worker(study: str, steps: int, warmup: int, env: dict[str, str], reference: bool = False) -> dict:
+def estimate(study: str) -> dict:
+    """odebook.book.budget's estimate of ``study``'s cpu run, in this process."""
+    from odebook.book import budget
+    from odebook.params import validate_values
+    from odebook.training.runtime import precision_for, resolve_device
+
+    params = validate_values(study, f"params/cpu/{study}.yaml")[0]
+    b = budget.estimate(params, precision_for(resolve_device("cpu")))
+    return {"seconds": b.seconds, "parts": b.parts, "seeds": params.n_seeds, "afford": b.seeds_within(BUDGET_S)}
+
+
+def _in_worker(args: list[str], env: dict[str, str]) -> dict:
     from odebook.training.runtime import ALLOCATOR_ENV
 
     env = {**{k: v for k, v in os.environ.items() if k not in OMP}, **ALLOCATOR_ENV, **env}
-    out = subprocess.run([sys.executable, "-m", "benchmarks.cpu_profile", "--worker", study, str(steps), str(warmup),
-                          str(int(reference))], env=env, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-m", "benchmarks.cpu_profile", "--worker", *args], env=env, check=True,
+                         capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def _step_in_worker(study: str, steps: int, warmup: int, env: dict[str, str], reference: bool = False) -> dict:
+    return _in_worker(["step", study, str(steps), str(warmup), str(int(reference))], env)
 
 
 @contextlib.contextmanager
@@ -98,25 +116,43 @@ def main(steps: int = 10, warmup: int = 3) -> None:
     print(f"{'study':<18} {'model':<9} {'params':>7} {'GFLOP':>6} {'ms':>7} {'GFLOP/s':>8} {'GEMM':>6} {'eff.':>5}"
           + (f" {'busy, spin':>10} {'busy, book':>10}  policy" if fair else ""))
     for study in STUDIES:
-        alone = _in_worker(study, steps, warmup, wait_policy.choose(wait_policy.busy_cores()), reference=True)
+        alone = _step_in_worker(study, steps, warmup, wait_policy.choose(wait_policy.busy_cores()), reference=True)
         rate = alone["flops"] / alone["seconds"]
         row = (f"{study:<18} {alone['family']:<9} {alone['params'] / 1e6:6.2f}M {alone['flops'] / 1e9:6.1f} "
                f"{1e3 * alone['seconds']:7.1f} {rate / 1e9:8.1f} {alone['reference'] / 1e9:6.0f} "
                f"{rate / alone['reference']:5.0%}")
         if fair:
             with busy_process():
-                spin = _in_worker(study, steps, warmup, {})
+                spin = _step_in_worker(study, steps, warmup, {})
                 chosen = wait_policy.choose(wait_policy.busy_cores())
-                book = _in_worker(study, steps, warmup, chosen)
+                book = _step_in_worker(study, steps, warmup, chosen)
             row += (f" {spin['seconds'] / alone['seconds']:9.2f}× {book['seconds'] / alone['seconds']:9.2f}×  "
                     f"{chosen.get('OMP_WAIT_POLICY', 'spin')}")
         print(row, flush=True)
     print("load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
+    breakdown()
+
+
+def breakdown() -> None:
+    from odebook.book import wait_policy
+
+    print(f"\neach study's cpu run by part (odebook.book.budget's estimate here), the committed report's measured time, "
+          f"and the seeds it can afford in {BUDGET_S // 60} minutes", flush=True)
+    for study in STUDIES:
+        est = _in_worker(["estimate", study], wait_policy.choose(wait_policy.busy_cores()))
+        manifest = Path("reports/cpu") / study / "manifest.json"
+        measured = json.loads(manifest.read_text()).get("seconds") if manifest.is_file() else None
+        print(f"{study}: ≈ {est['seconds']:.0f} s estimated, {measured or '—'} s measured (committed report); "
+              f"{est['seeds']} seeds now, {est['afford']} within {BUDGET_S // 60} min")
+        for part, seconds in est["parts"]:
+            print(f"    {part:<52} {seconds:7.0f} s  {seconds / est['seconds']:4.0%}")
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--worker"]:
-        study, steps, warmup, reference = sys.argv[2:6]
+    if sys.argv[1:3] == ["--worker", "step"]:
+        study, steps, warmup, reference = sys.argv[3:7]
         print(json.dumps(worker(study, int(steps), int(warmup), reference == "1")))
+    elif sys.argv[1:3] == ["--worker", "estimate"]:
+        print(json.dumps(estimate(sys.argv[3])))
     else:
         main()

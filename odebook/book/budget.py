@@ -20,6 +20,7 @@ element-wise kernels and launches, so a quarter is what such models reach, not a
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -60,6 +61,13 @@ class Budget:
     largest: str
     device: str
     share: float = 1.0  # of a core, that this process got while it was estimated (_cpu_share)
+    parts: tuple[tuple[str, float], ...] = ()  # the estimate's seconds by what they are spent on (``estimate``)
+    seed_seconds: float = math.nan  # what one more seed adds (one more run of every per-seed group)
+    n_seeds: int = 0
+
+    def seeds_within(self, seconds: float) -> int:
+        """How many seeds the study can run within ``seconds`` here, its other parts as they are."""
+        return max(0, self.n_seeds + math.floor((seconds - self.seconds) / self.seed_seconds))
 
     @property
     def t4_seconds(self) -> float:
@@ -159,14 +167,18 @@ def estimate(params: Params, precision: Precision) -> Budget:
         if id(runs.build) not in setup:
             setup[id(runs.build)] = _setup(runs, precision)
     share = _cpu_share()
-    start_up = START_UP / share  # a busy machine gives the kernel's start, the imports, … less of a core
-    total_flops, seconds = 0.0, start_up + sum(r.count * setup[id(r.build)] for r in every)
+    parts = collections.Counter({"start-up (kernel, imports, data, tables, figures)": START_UP / share,
+                                 "building models": sum(r.count * setup[id(r.build)] for r in every)})
+    total_flops = 0.0
+    seed_seconds = sum(setup[id(r.build)] for r in every if r.per_seed)
     for runs, work, flops, scale in counted:
         one = scale / rate.get((runs.family, not math.isnan(flops)), typical)
         total_flops += runs.count * work.n * (flops if not math.isnan(flops) else one * typical)  # at the typical rate
-        seconds += runs.count * work.n * one
+        parts[f"{runs.part}: {'training' if work.train else 'evaluation'}"] += runs.count * work.n * one
+        seed_seconds += work.n * one if runs.per_seed else 0.0
     peak, largest = _peak(*max(((r, w, m) for r, w, f, m in counted if w.train), key=lambda c: c[2])[:2], precision)
-    return Budget(params.study, seconds, total_flops, peak, largest, precision.device.type, share)
+    return Budget(params.study, sum(parts.values()), total_flops, peak, largest, precision.device.type, share,
+                  tuple(parts.most_common()), seed_seconds, params.n_seeds)
 
 
 def _peak(runs: Runs, work: Work, precision: Precision) -> tuple[int, str]:

@@ -31,6 +31,7 @@ from odebook.study.retrieval import ABLATIONS
 
 __all__ = ["Work", "Runs", "PLANS", "plan", "evaluations"]
 
+SEEDED = ("seeds", "MQAR", "name-colour", "re-solving")  # the parts whose runs come once per seed
 SCORE_BATCH = 50  # examples per forward pass of retrieval scoring (odebook.study.retrieval.score_rows)
 
 
@@ -53,6 +54,12 @@ class Runs:
     count: int
     work: tuple[Work, ...]
     setup: bool = True
+    part: str = "seeds"  # what these runs are for, in a run's breakdown: seeds, lr grid, timing, …
+
+    @property
+    def per_seed(self) -> bool:
+        """One more seed adds one more of these runs (``count`` follows ``n_seeds``)."""
+        return self.part in SEEDED
 
     @property
     def steps(self) -> int:
@@ -87,7 +94,8 @@ def _tuned(p: Params, tok: Tokenizer, family: str, build: Callable[[], nn.Module
     ``extensions`` it may take, then the other seeds at the chosen rate (odebook.study.experiment.tune_lr)."""
     steps, forwards = _lm(p, tok)
     tried = len(p.lr_grid) + extensions
-    grid = Runs(family, build, tried, (steps, dataclasses.replace(forwards, n=forwards.n - p.eval_batches)))
+    grid = Runs(family, build, tried, (steps, dataclasses.replace(forwards, n=forwards.n - p.eval_batches)),
+                part="lr grid")
     return [grid, *[Runs(family, build, p.n_seeds - 1, (steps, forwards))] * (p.n_seeds > 1)]
 
 
@@ -126,7 +134,7 @@ def _time_indexed(p: Params, tok: Tokenizer) -> list[Runs]:
     runs = [r for name in p.models for r in _tuned(p, tok, name, functools.partial(cfg.build, name), p.lr_extensions)]
     timed = [m for a, b in (("ti_mlp", "tong"), ("ti_ssm", "ti_mlp")) if {a, b} <= set(p.models) for m in (a, b)]
     step = Work(p.timing_reps + 3, _tokens(tok.vocab_size, p.batch_size, p.seq_len))
-    return runs + [Runs(m, functools.partial(cfg.build, m), 1, (step,), setup=False) for m in timed]
+    return runs + [Runs(m, functools.partial(cfg.build, m), 1, (step,), setup=False, part="timing") for m in timed]
 
 
 def _gdn_scaling(p: Params, tok: Tokenizer) -> list[Runs]:
@@ -134,7 +142,7 @@ def _gdn_scaling(p: Params, tok: Tokenizer) -> list[Runs]:
     prompts = functools.partial(_prompts, tok, p.niah_batch_size, p.ks)
     valid = Work(evaluations(p.niah_steps, p.eval_interval), prompts(max(p.curriculum)), train=False)
     work = (*_curriculum(p, p.niah_steps, prompts), valid, *_scoring(p, tok, ablations=2))
-    niah = [Runs("gdn", p.size_config(i, "gdn").build, p.n_seeds, work) for i in p.niah_sizes]
+    niah = [Runs("gdn", p.size_config(i, "gdn").build, p.n_seeds, work, part="name-colour") for i in p.niah_sizes]
     return ladder + niah + _mqar(p)
 
 
@@ -152,7 +160,7 @@ def _mqar(p: Params) -> list[Runs]:
     forwards = (evaluations(p.mqar_steps, p.eval_interval) + len(p.mqar_eval_ks) + 1) * p.mqar_eval_batches
     work = (Work(p.mqar_steps, batch), Work(forwards, batch, train=False))
     arms = [("gdn", p.mqar_config(d).build) for d in p.mqar_d] + [("swa", p.mqar_config(p.mqar_d[0], control=True).build)]
-    return [Runs(family, build, p.n_seeds, work) for family, build in arms]
+    return [Runs(family, build, p.n_seeds, work, part="MQAR") for family, build in arms]
 
 
 def _mixed_loss(model: nn.Module, batch: tuple) -> torch.Tensor:
@@ -183,13 +191,13 @@ def _ode_solvers(p: Params, tok: Tokenizer) -> list[Runs]:
     steps = {s: p.nfe_budget // STAGES[s] if s in STAGES else 1 for s in SOLVERS}
     # each seed's trained rk4 re-solved by every integrator at the budget and by rk4 at 4x its steps, on validation
     valid = (Work(p.eval_batches, windows, train=False),)
-    runs += [Runs(s, hybrid(s, n), p.n_seeds, valid, setup=False)
+    runs += [Runs(s, hybrid(s, n), p.n_seeds, valid, setup=False, part="re-solving")
              for s, n in [*steps.items(), ("rk4", 4 * p.nfe_budget)]]
     # rk4 against dopri5, interleaved: a first step counting evaluations, three warm-up pairs, the timed pairs
-    runs += [Runs(s, hybrid(s, steps[s]), 1, (Work(p.timing_pairs + 4, windows),), setup=False)
+    runs += [Runs(s, hybrid(s, steps[s]), 1, (Work(p.timing_pairs + 4, windows),), setup=False, part="timing")
              for s in ("rk4", "dopri5")]
     sweep = Work(p.timing_repeats + 2, windows)  # warm-up, timed, memory
-    return runs + [Runs(f"sweep {m}", hybrid(p.sweep_solver, n, m), 1, (sweep,), setup=False)
+    return runs + [Runs(f"sweep {m}", hybrid(p.sweep_solver, n, m), 1, (sweep,), setup=False, part="memory sweep")
                    for n in p.sweep_steps for m in p.sensitivities]
 
 

@@ -128,3 +128,17 @@ def test_the_notebook_prints_the_runners_estimate_instead_of_making_it_again(mon
     monkeypatch.setenv(budget.HANDED, "02_time_indexed\tbudget 02_time_indexed: ≈ 9 s here")
     with pytest.raises(pytest.fail.Exception, match="estimated again"):
         budget.line(p, CPU)
+
+
+def test_the_estimate_breaks_down_by_part_and_says_what_one_more_seed_costs(root, monkeypatch):
+    """The parts add up to the estimate, the lr grid is its own part, and one more seed adds one run of each per-seed
+    group: a seed's time more affords one more seed, and a little under a seed's time less one fewer."""
+    monkeypatch.chdir(root)
+    b = budget.estimate(params("smoke", "02_time_indexed"), CPU)
+    parts = dict(b.parts)
+    assert sum(parts.values()) == pytest.approx(b.seconds)
+    assert {"seeds: training", "lr grid: training", "building models"} <= parts.keys()
+    assert b.seed_seconds > 0 and b.n_seeds == params("smoke", "02_time_indexed").n_seeds
+    assert b.seeds_within(b.seconds) == b.n_seeds
+    assert b.seeds_within(b.seconds + 1.01 * b.seed_seconds) == b.n_seeds + 1
+    assert b.seeds_within(b.seconds - 0.99 * b.seed_seconds) == b.n_seeds - 1

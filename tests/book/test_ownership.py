@@ -169,7 +169,9 @@ def test_the_kernels_own_messages_go_to_its_log_not_the_console(book, capfd):
         OK + '\n# %%\nimport atexit, os\natexit.register(os.write, 2, b"kernel: last words at exit\\n")\n')
     runner.run_book(book, "smoke", ["90_ok"])
     assert "last words" not in capfd.readouterr().err
-    assert (book.outputs / "smoke" / "90_ok" / "kernel.log").read_text() == "kernel: last words at exit\n"
+    # the kernel's line is in its log; ipykernel may add its own at shutdown ("KeyboardInterrupt caught in kernel"
+    # when jupyter_client interrupts a kernel slow to exit, as on a busy machine), which belongs there too
+    assert "kernel: last words at exit\n" in (book.outputs / "smoke" / "90_ok" / "kernel.log").read_text()
 
 
 # -- make passes names as data -------------------------------------------------------------------------------------

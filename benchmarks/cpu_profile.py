@@ -43,21 +43,17 @@ def worker(study: str, steps: int, warmup: int, reference: bool) -> dict:
 
     from benchmarks.bench import reference_flops
     from benchmarks.timing import median_time
-    from odebook.book.workload import plan
+    from odebook.book.budget import pass_flops, plan
     from odebook.params import validate_values
-    from odebook.study.flops import count_flops
     from odebook.study.timing import training_step
+    from odebook.training.runtime import Precision
 
     params = validate_values(study, f"params/cpu/{study}.yaml")[0]
     runs = max(plan(params), key=lambda r: r.steps)
     work = next(w for w in runs.work if w.train)
     torch.manual_seed(0)
     model, batch = runs.build(), work.batch()
-    try:
-        flops = float(count_flops(lambda: work.loss(model, batch).backward()))
-    except RuntimeError:  # the adjoint method's backward calls autograd.grad: torch's counter cannot follow it
-        flops = float("nan")
-    model.zero_grad(set_to_none=True)
+    flops = pass_flops(model, work, Precision(torch.device("cpu"), None))  # NaN where torch cannot count it
     step = training_step(model, batch, work.loss)
     before = reference_flops() if reference else float("nan")
     for _ in range(warmup - 1):  # median_time makes one more untimed call
@@ -76,7 +72,7 @@ def estimate(study: str) -> dict:
 
     params = validate_values(study, f"params/cpu/{study}.yaml")[0]
     b = budget.estimate(params, precision_for(resolve_device("cpu")))
-    return {"seconds": b.seconds, "parts": b.parts, "seeds": params.n_seeds, "afford": b.seeds_within(BUDGET_S)}
+    return {"seconds": b.seconds, "parts": b.parts, "seeds": b.n_seeds, "afford": b.seeds_within(BUDGET_S)}
 
 
 def _in_worker(args: list[str], env: dict[str, str]) -> dict:
@@ -136,8 +132,8 @@ def main(steps: int = 10, warmup: int = 3) -> None:
 def breakdown() -> None:
     from odebook.book import wait_policy
 
-    print(f"\neach study's cpu run by part (odebook.book.budget's estimate here), the committed report's measured time, "
-          f"and the seeds it can afford in {BUDGET_S // 60} minutes", flush=True)
+    print("\neach study's cpu run by part (odebook.book.budget's estimate here), the committed report's measured "
+          f"time, and the seeds it can afford in {BUDGET_S // 60} minutes", flush=True)
     for study in STUDIES:
         est = _in_worker(["estimate", study], wait_policy.choose(wait_policy.busy_cores()))
         manifest = Path("reports/cpu") / study / "manifest.json"

@@ -40,8 +40,8 @@ from odebook.book.workload import PLANS, Runs, Work, plan
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
 
-__all__ = ["Runs", "Work", "Budget", "plan", "estimate", "memory", "announce", "line", "HANDED", "T4_FLOPS",
-           "T4_FRACTION", "T4_MEMORY", "START_UP"]
+__all__ = ["Runs", "Work", "Budget", "plan", "pass_flops", "estimate", "memory", "announce", "line", "HANDED",
+           "T4_FLOPS", "T4_FRACTION", "T4_MEMORY", "START_UP"]
 
 T4_FLOPS = 65e12  # fp16 tensor-core peak (NVIDIA's T4 datasheet)
 T4_FRACTION = 0.25
@@ -109,7 +109,7 @@ def _pass(model: nn.Module, work: Work, batch: Any, precision: Precision) -> Cal
     return step
 
 
-def _flops(model: nn.Module, work: Work, precision: Precision) -> float:
+def pass_flops(model: nn.Module, work: Work, precision: Precision) -> float:
     """FLOPs of one pass of ``work``, or NaN where torch's counter cannot follow it (the adjoint method calls
     autograd.grad inside its backward)."""
     try:
@@ -132,7 +132,7 @@ def _setup(runs: Runs, precision: Precision) -> float:
     odebook.study.experiment.run_one does for its report)."""
     t0 = time.perf_counter()
     model = runs.build().to(precision.device)
-    _flops(model, dataclasses.replace(runs.work[0], train=False), precision)
+    pass_flops(model, dataclasses.replace(runs.work[0], train=False), precision)
     return time.perf_counter() - t0
 
 
@@ -206,8 +206,8 @@ def _counted(plan_: list[Runs], precision: Precision, train_only: bool) -> list[
             key = (id(runs.build), id(work.batch), id(work.loss), work.train)
             if key not in seen:
                 model = runs.build().to(precision.device) if model is None else model
-                flops = _flops(model, work, precision)
-                seen[key] = flops, flops if not math.isnan(flops) else _flops(
+                flops = pass_flops(model, work, precision)
+                seen[key] = flops, flops if not math.isnan(flops) else pass_flops(
                     model, dataclasses.replace(work, train=False), precision)
             out.append((runs, work, seen[key]))
     return out

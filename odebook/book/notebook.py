@@ -14,12 +14,13 @@ import torch
 
 from odebook.book.profile import apply_profile
 from odebook.params import Params
+from odebook.training.executor import Local, Submitit
 from odebook.training.fingerprint import run_key
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.study.stats import Verdict
 
-__all__ = ["start", "inline_figures", "output_dir", "checkpointing", "batch_shape", "run_options", "tensorboard_dir",
-           "save_figure", "save_table", "save_results", "show_verdicts", "repo_root", "to_jsonable"]
+__all__ = ["start", "inline_figures", "output_dir", "checkpointing", "batch_shape", "run_options", "executor",
+           "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts", "repo_root", "to_jsonable"]
 
 
 def start(schema: type[Params], namespace: Mapping[str, Any]) -> tuple[Params, Path, Precision]:
@@ -80,9 +81,22 @@ def batch_shape(params: Params) -> dict[str, int]:
 
 def run_options(params: Params, out: Path, log: str = "runs") -> dict[str, Any]:
     """The keyword arguments of ``experiment.run_seeds`` (and ``tune_then_run``) that a study's parameters fix: its
-    seeds, TensorBoard folder and checkpointing."""
+    seeds, TensorBoard folder, checkpointing and executor."""
     return {"seeds": range(params.seed, params.seed + params.n_seeds), "log_dir": tensorboard_dir(out, params, log),
-            **checkpointing(params, out)}
+            **checkpointing(params, out), "executor": executor(params, out)}
+
+
+def executor(params: Params, out: Path) -> Local | Submitit:
+    """The executor the parameters name (odebook.training.executor): ``Local()``, or ``Submitit`` with the SLURM
+    options, its jobs' folder ``executor_folder`` (else <checkpoint folder>/jobs) and the parameters' device, which
+    each job resolves on its own node."""
+    if params.executor == "local":
+        return Local()
+    checkpoints = Path(params.checkpoint_dir) if getattr(params, "checkpoint_dir", "") else out / "checkpoints"
+    folder = Path(params.executor_folder) if params.executor_folder else checkpoints / "jobs"
+    return Submitit(folder, device=params.device,
+                    partition=params.slurm_partition, time_min=params.slurm_time_min,
+                    gpus_per_job=params.slurm_gpus_per_job, array_parallelism=params.slurm_array_parallelism)
 
 
 def tensorboard_dir(out: Path, params: Params, run: str) -> Path | None:

@@ -136,6 +136,16 @@ class Params:
     device: str = spec("auto", choices=("auto", "cpu", "cuda"), help="auto = cuda when available")
     output_dir: str = spec("", path=True, help="where figures and results go; '' = outputs/interactive/<study>; "
                            "the runner sets it (a profile file may not)")
+    executor: str = spec("local", choices=("local", "submitit"),
+                         help="where the study's independent runs go (odebook.training.executor): 'local' = this "
+                              "process (one per GPU on a machine with several); 'submitit' = one job array per look, "
+                              "on SLURM where sbatch is found, else subprocesses of this machine")
+    executor_folder: str = spec("", path=True, help="submitit: a folder every node sees, for the jobs' pickles and "
+                                "logs; '' = <checkpoint folder>/jobs")
+    slurm_partition: str = spec("", help="submitit on SLURM: the partition; '' = the cluster's default")
+    slurm_time_min: int = spec(120, ge=1, help="submitit: each job's time limit in minutes")
+    slurm_gpus_per_job: int = spec(1, ge=0, help="submitit on SLURM: GPUs per job (one run each)")
+    slurm_array_parallelism: int = spec(16, ge=1, help="submitit: jobs of one array running at once")
 
     # -- construction ---------------------------------------------------------------------------------------------
     @classmethod

@@ -32,7 +32,8 @@ from odebook.study.flops import forward_flops
 from odebook.study.lr_grid import check_tried
 from odebook.models.lm import count_params, ode_blocks, param_groups
 from odebook.training.runtime import Precision, seed_everything
-from odebook.training.spread import BUILD, spread
+from odebook.training.executor import Executor, Local
+from odebook.training.spread import BUILD
 from odebook.study.stats import mean_ci, paired_test
 from odebook.study.task import Task
 from odebook.training.train import DivergenceError, History, TrainConfig, evaluate, train
@@ -83,10 +84,13 @@ def _default_groups(name: str, model: nn.Module):
 def run_one(name: str, build: Callable[[], nn.Module], seed: int, task: Task, config: TrainConfig,
             precision: Precision, *, groups: Groups = _default_groups, progress: bool = True,
             log_dir: Path | None = None, checkpoints: Path | None = None, fresh: bool = False,
-            key: Mapping | None = None) -> Run:
+            key: Mapping | None = None, reuse_only: bool = False) -> Run | None:
     """Seed, build, train on the seed's stream of ``task``, and score ``task.test`` once (NaN when it is None: a
     tuning run that must not see the test split, or a task scored otherwise). With ``checkpoints``, resume or reuse
-    it (module docstring). Counting the model's FLOPs leaves the generators where seeding put them."""
+    it (module docstring); ``reuse_only``: None instead of training when it is not finished there. Counting the
+    model's FLOPs leaves the generators where seeding put them."""
+    if reuse_only and checkpoints is None:
+        return None
     cuda = precision.device.type == "cuda"
     with BUILD:  # the CPU's generators are shared by runs spread over several GPUs (odebook.training.spread)
         seed_everything(seed, precision.device)
@@ -101,12 +105,15 @@ def run_one(name: str, build: Callable[[], nn.Module], seed: int, task: Task, co
         test = evaluate(model, task.test, precision) if task.test is not None else math.nan
         return {"test_loss": test, "peak_memory": peak}
 
-    hist, origin, extras = train_once(
+    trained = train_once(
         f"{name}_seed{seed}_lr{config.lr:g}", model, lambda: task.batches(seed), task.valid, config, precision,
-        checkpoints=checkpoints, fresh=fresh, finish=finish,
+        checkpoints=checkpoints, fresh=fresh, finish=finish, reuse_only=reuse_only,
         key={**(key or {}), **task.key, "scored": task.test is not None}, groups=groups(name, model),
         loss_fn=task.loss_fn, eval_loss_fn=task.eval_loss_fn, desc=f"{name} seed {seed} lr {config.lr:g}",
         progress=progress, log_dir=log_dir / f"{name}_seed{seed}" if log_dir else None)
+    if trained is None:
+        return None
+    hist, origin, extras = trained
     return Run(name, seed, count_params(model), hist, extras["test_loss"], model, flops, extras["peak_memory"],
                task.tokens_per_step, config.lr, origin)
 
@@ -114,18 +121,20 @@ def run_one(name: str, build: Callable[[], nn.Module], seed: int, task: Task, co
 def train_once(tag: str, model: nn.Module, batches: Callable[[], Iterator], valid: Sequence, config: TrainConfig,
                precision: Precision, *, checkpoints: Path | None = None, fresh: bool = False,
                key: Mapping | None = None, finish: Callable[[nn.Module, History], dict] | None = None,
-               **train_kwargs) -> tuple[History, str, dict]:
+               reuse_only: bool = False, **train_kwargs) -> tuple[History, str, dict] | None:
     """Train the (seeded, built) ``model`` on ``batches()`` with odebook.training.train.train — or, with ``checkpoints``, resume
     it from ``<tag>.pt`` or take it finished from ``<tag>.done.pt`` when its fingerprint (``key``, ``tag``, the
     model's repr, ``config``, odebook's source) matches (the module docstring). ``finish(model, history)`` gives what
     is stored beside the finished weights (e.g. a test score) and returned again on reuse. Returns (history, origin,
-    what ``finish`` gave)."""
+    what ``finish`` gave); with ``reuse_only``, None instead of training when there is no finished run to take."""
     fingerprint = run_fingerprint(model=model, config=config, key=key, tag=tag)
     done = checkpoints / f"{tag}.done.pt" if checkpoints else None
     partial = checkpoints / f"{tag}.pt" if checkpoints else None
     if done and not fresh and done.is_file() and (state := ckpt.load(done))["fingerprint"] == fingerprint:
         model.load_state_dict(state["model"])
         return History(**state["history"]), "reused", state["extras"]
+    if reuse_only:
+        return None
     if fresh and partial:
         ckpt.remove(partial)
     hist = train(model, batches(), valid, config, precision, checkpoint=partial, fingerprint=fingerprint,
@@ -142,34 +151,51 @@ def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], task: Task | Mapp
               config: TrainConfig | Mapping[str, TrainConfig], precision: Precision, *, seeds: Sequence[int],
               groups: Groups = _default_groups, progress: bool = True, log_dir: Path | None = None,
               done: Sequence[Run] = (), checkpoints: Path | None = None, fresh: bool = False,
-              key: Mapping | None = None, devices: Sequence[torch.device] | None = None,
+              key: Mapping | None = None, executor: Executor | None = None,
               keep: Callable[[Run], bool] | None = None) -> list[Run]:
     """For each seed and each model: seed, build, train on ``task`` (odebook.study.task), score it — the test split
     once, and ``task.score(run)`` into ``run.scores``. Returns the runs in that order. ``task`` and ``config`` may be
     one per model (e.g. each model's regime, each model's chosen lr); runs already in ``done`` (same model and seed)
     are reused. ``groups(name, model)`` names the parameter groups whose gradient norms are recorded. With
     ``log_dir``, each run writes TensorBoard logs to <log_dir>/<model>_seed<seed>. ``keep(run)`` False lets go of a
-    scored run's model (``run.module`` None). On a machine with several GPUs the runs are spread over them, one run
-    per GPU (``devices``, default: all; odebook.training.spread), and each finished model comes back to
-    ``precision.device`` to be scored."""
+    scored run's model (``run.module`` None). The runs are jobs of ``executor`` (odebook.training.executor; default
+    ``Local()``: here, one after another, or one per GPU on a machine with several); each is scored where it ran
+    and its model comes back to ``precision.device``."""
     reuse = {(r.model, r.seed): r for r in done}
     todo = [(name, seed) for seed in seeds for name in builders if (name, seed) not in reuse]
 
-    def job(name: str, seed: int) -> Callable[[Precision], Run]:
+    def job(name: str, seed: int) -> _Job:
         cfg = config[name] if isinstance(config, Mapping) else config
         tsk = task[name] if isinstance(task, Mapping) else task
-        run = lambda prec: _home(run_one(name, builders[name], seed, tsk, cfg, prec, groups=groups,  # noqa: E731
-                                         progress=progress, log_dir=log_dir, checkpoints=checkpoints, fresh=fresh,
-                                         key=key), precision)
-        return lambda prec: _scored(run(prec), tsk, precision, keep)
 
-    ran = dict(zip(todo, spread([job(*t) for t in todo], precision, devices)))
+        def make(prec: Precision, reuse_only: bool) -> Run | None:
+            run = run_one(name, builders[name], seed, tsk, cfg, prec, groups=groups, progress=progress,
+                          log_dir=log_dir, checkpoints=checkpoints, fresh=fresh, key=key, reuse_only=reuse_only)
+            return None if run is None else _home(_scored(run, tsk, prec, keep), precision)
+        return _Job(make)
+
+    ran = dict(zip(todo, (executor or Local()).run([job(*t) for t in todo], precision)))
     return [reuse.get((name, seed)) or ran[name, seed] for seed in seeds for name in builders]
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One run as a job of an executor (odebook.training.executor): ``make(precision, reuse_only)`` trains it, or
+    with ``reuse_only`` takes it finished from its checkpoint (None when it is not there)."""
+
+    make: Callable[[Precision, bool], Run | None]
+
+    def __call__(self, precision: Precision) -> Run | None:
+        return self.make(precision, False)
+
+    def finished(self, precision: Precision) -> Run | None:
+        return self.make(precision, True)
+
+
 def _home(run: Run, precision: Precision) -> Run:
-    """``run`` with its model on ``precision.device`` (a run spread to another GPU comes back)."""
-    run.module.to(precision.device)
+    """``run`` with its model (if kept) on ``precision.device`` (a run made on another device comes back)."""
+    if run.module is not None:
+        run.module.to(precision.device)
     return run
 
 
@@ -187,7 +213,7 @@ def _scored(run: Run, task: Task, precision: Precision, keep: Callable[[Run], bo
 
 def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config: TrainConfig, precision: Precision,
             *, lrs: Sequence[float], seed: int, progress: bool = True, checkpoints: Path | None = None,
-            fresh: bool = False, key: Mapping | None = None, devices: Sequence[torch.device] | None = None,
+            fresh: bool = False, key: Mapping | None = None, executor: Executor | None = None,
             max_extensions: int = 0) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
     """The same small grid for every model: train each model at each lr in ``lrs`` on ``seed`` and choose the lr
     with the lowest final validation loss (a rate at which the loss diverges counts as infinite). A model whose
@@ -195,22 +221,23 @@ def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config:
     (study.lr_grid; ``lr_grid.check_tried`` on the table says which choices stayed untuned). Neither the test split
     nor ``task.score`` is scored here. Returns the chosen lr per model, the grid's table (model × lr → final
     validation loss; NaN where a model did not try that lr) and the chosen runs (for reuse as that seed's runs, once
-    scored: ``score_test``). Spread over several GPUs as ``run_seeds``."""
+    scored: ``score_test``). Run by ``executor`` as ``run_seeds``."""
     tuning = dataclasses.replace(task, test=None)
 
-    def job(name: str, lr: float) -> Callable[[Precision], Run | None]:
-        def attempt(prec: Precision) -> Run | None:
+    def job(name: str, lr: float) -> _Job:
+        def make(prec: Precision, reuse_only: bool) -> Run | None:
             try:
-                return _home(run_one(name, builders[name], seed, tuning, dataclasses.replace(config, lr=lr), prec,
-                                     progress=progress, checkpoints=checkpoints, fresh=fresh, key=key), precision)
+                run = run_one(name, builders[name], seed, tuning, dataclasses.replace(config, lr=lr), prec,
+                              progress=progress, checkpoints=checkpoints, fresh=fresh, key=key, reuse_only=reuse_only)
             except DivergenceError:  # a rate too high for this model: it cannot be chosen
                 return None
-        return attempt
+            return None if run is None else _home(run, precision)
+        return _Job(make)
 
     results: dict[tuple[str, float], Run | None] = {}
     todo = [(name, float(lr)) for name in builders for lr in lrs]
     while todo:
-        results.update(zip(todo, spread([job(*g) for g in todo], precision, devices)))
+        results.update(zip(todo, (executor or Local()).run([job(*g) for g in todo], precision)))
         rows = [{"model": name, "lr": lr, "val_loss": run.history.final_eval_loss if run else math.inf}
                 for (name, lr), run in results.items()]
         table = pd.DataFrame(rows).pivot(index="model", columns="lr", values="val_loss").loc[list(builders)]
@@ -229,13 +256,13 @@ def score_test(runs: Sequence[Run], task: Task, precision: Precision) -> list[Ru
 def tune_then_run(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config: TrainConfig,
                   precision: Precision, *, lrs: Sequence[float], seeds: Sequence[int], progress: bool = True,
                   checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None,
-                  devices: Sequence[torch.device] | None = None, max_extensions: int = 0,
+                  executor: Executor | None = None, max_extensions: int = 0,
                   **options) -> tuple[list[Run], pd.DataFrame, dict[str, float]]:
     """Each model's lr chosen on the first seed (``tune_lr``: validation only, extending the grid past an edge
     choice at most ``max_extensions`` times), the chosen run kept as that seed's and scored once, the other seeds run
     at the chosen rate (``run_seeds``; ``options`` pass on to it). Returns the runs, the grid's table and the chosen
     lr per model."""
-    shared = dict(progress=progress, checkpoints=checkpoints, fresh=fresh, key=key, devices=devices)
+    shared = dict(progress=progress, checkpoints=checkpoints, fresh=fresh, key=key, executor=executor)
     chosen, table, kept = tune_lr(builders, task, config, precision, lrs=lrs, seed=seeds[0],
                                   max_extensions=max_extensions, **shared)
     configs = {name: dataclasses.replace(config, lr=chosen[name]) for name in builders}

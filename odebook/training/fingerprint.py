@@ -22,10 +22,11 @@ from odebook.training import checkpoint as ckpt
 
 __all__ = ["NOT_ARITHMETIC", "arithmetic", "content_hashes", "run_key", "run_fingerprint"]
 
-# Parameters that change where outputs go, which seeds run (the seed is in each run's tag), logging and checkpoint
-# cadence, but not one number of a run.
+# Parameters that change where outputs go, which seeds run (the seed is in each run's tag), logging, checkpoint
+# cadence and where the runs execute, but not one number of a run.
 NOT_ARITHMETIC = ("output_dir", "checkpoint_dir", "fresh", "tensorboard", "seed", "n_seeds", "looks",
-                  "checkpoint_interval")
+                  "checkpoint_interval", "executor", "executor_folder", "slurm_partition", "slurm_time_min",
+                  "slurm_gpus_per_job", "slurm_array_parallelism")
 
 
 def arithmetic(params: Any) -> dict[str, Any]:

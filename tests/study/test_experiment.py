@@ -9,6 +9,7 @@ from odebook.models import lm as models
 from odebook.data.corpus import TokenSplits
 from odebook.study.experiment import compare_to, run_seeds, score_test, tune_lr, tune_then_run
 from odebook.study.task import Task, lm_task
+from odebook.training.executor import Local
 from odebook.training.runtime import precision_for
 from odebook.training.train import TrainConfig
 
@@ -85,17 +86,17 @@ def test_runs_spread_over_two_devices_equal_the_runs_one_after_another():
     the CPU's intra-op pool), and a diverging rate of the grid still counts as infinite."""
     builders = {"a": tiny, "b": lambda: models.gpt(vocab_size=20, d_model=8, n_layer=2, n_head=2, max_seq_len=8)}
     config = TrainConfig(steps=3, lr=1e-2, eval_interval=3)
-    two = [torch.device("cpu")] * 2
-    one_by_one, spread = (run_seeds(builders, TASK, config, CPU, seeds=[0, 1], progress=False, devices=d)
-                          for d in ((), two))
+    two = Local(devices=[torch.device("cpu")] * 2)
+    one_by_one, spread = (run_seeds(builders, TASK, config, CPU, seeds=[0, 1], progress=False, executor=e)
+                          for e in (None, two))
     assert [(r.model, r.seed) for r in spread] == [(r.model, r.seed) for r in one_by_one] == \
         [("a", 0), ("b", 0), ("a", 1), ("b", 1)]
     for s, o in zip(spread, one_by_one):
         assert s.history.loss == pytest.approx(o.history.loss, rel=1e-6) and s.test_loss == pytest.approx(o.test_loss)
         for (name, w), w_o in zip(s.module.state_dict().items(), o.module.state_dict().values()):
             torch.testing.assert_close(w, w_o, rtol=1e-6, atol=1e-7, msg=name)
-    grid = [tune_lr({"a": tiny}, TASK, config, CPU, lrs=[1e-3, 1e30], seed=0, progress=False, devices=d)
-            for d in ((), two)]
+    grid = [tune_lr({"a": tiny}, TASK, config, CPU, lrs=[1e-3, 1e30], seed=0, progress=False, executor=e)
+            for e in (None, two)]
     assert grid[0][0] == grid[1][0] == {"a": 1e-3} and math.isinf(grid[1][1].loc["a", 1e30])
 
 

@@ -1,0 +1,101 @@
+"""The executor of independent runs: submitit's job array gives the runs of the sequential path, a failed job's own
+error reaches the caller, and a finished run is not resubmitted."""
+
+import sys
+from pathlib import Path
+
+import cloudpickle
+import pytest
+import torch
+
+from odebook.book import notebook
+from odebook.data.corpus import TokenSplits
+from odebook.models import lm as models
+from odebook.params import STUDIES
+from odebook.study.experiment import run_seeds, tune_lr
+from odebook.study.task import lm_task
+from odebook.training.executor import JobsFailed, Local, Submitit
+from odebook.training.runtime import precision_for
+from odebook.training.train import TrainConfig
+
+# The jobs run in fresh Python processes, which cannot import this test module: its functions travel by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+CPU = precision_for(torch.device("cpu"))
+gen = torch.Generator().manual_seed(0)
+SPLITS = TokenSplits(*(torch.randint(0, 20, (n,), generator=gen) for n in (3000, 600, 600)), 20, "random tokens")
+TASK = lm_task(SPLITS, batch_size=4, seq_len=8, eval_batches=2)
+CONFIG = TrainConfig(steps=3, lr=1e-2, eval_interval=3)
+
+
+def tiny():
+    return models.gpt(vocab_size=20, d_model=16, n_layer=1, n_head=2, max_seq_len=8)
+
+
+def broken():
+    raise ValueError("this builder fails on the node")
+
+
+def jobs_in(folder: Path) -> int:
+    """How many jobs submitit was handed in ``folder`` (one submission pickle each, kept while the job lives; a
+    finished job leaves its logs)."""
+    return len({p.name.split("_log")[0] for p in folder.rglob("*_log.out")})
+
+
+def local_array(folder: Path) -> Submitit:
+    return Submitit(folder, device="cpu", cluster="local", poll_s=0.2, progress=False)
+
+
+@pytest.mark.slow
+def test_a_submitit_job_array_gives_the_runs_of_the_sequential_path(tmp_path):
+    """Two seeds of two models as four subprocesses (submitit's local executor): the same runs in the same order,
+    bit for bit (the same arithmetic on the same two threads), the models back on this process's device; the
+    learning-rate grid through the same executor chooses as the sequential one, a diverging rate still infinite."""
+    builders = {"a": tiny, "b": lambda: models.gpt(vocab_size=20, d_model=8, n_layer=2, n_head=2, max_seq_len=8)}
+    here = run_seeds(builders, TASK, CONFIG, CPU, seeds=[0, 1], progress=False)
+    there = run_seeds(builders, TASK, CONFIG, CPU, seeds=[0, 1], progress=False, executor=local_array(tmp_path))
+    assert [(r.model, r.seed) for r in there] == [(r.model, r.seed) for r in here]
+    for t, h in zip(there, here):
+        assert t.history.loss == h.history.loss and t.test_loss == h.test_loss and t.origin == "trained"
+        for (name, w), w_h in zip(t.module.state_dict().items(), h.module.state_dict().values()):
+            assert w.device == w_h.device and torch.equal(w, w_h), name
+    assert jobs_in(tmp_path) == 4 and not list(tmp_path.rglob("*.pkl"))  # the succeeded jobs' pickles are gone
+    grid = [tune_lr({"a": tiny}, TASK, CONFIG, CPU, lrs=[1e-3, 1e30], seed=0, progress=False, executor=e)
+            for e in (None, local_array(tmp_path / "grid"))]
+    assert grid[0][0] == grid[1][0] == {"a": 1e-3} and grid[1][1].loc["a", 1e30] == float("inf")
+
+
+@pytest.mark.slow
+def test_a_failed_jobs_own_error_reaches_the_caller_after_the_others_finish(tmp_path):
+    runs = {"a": tiny, "broken": broken}
+    with pytest.raises(JobsFailed) as failed:
+        run_seeds(runs, TASK, CONFIG, CPU, seeds=[0], progress=False, executor=local_array(tmp_path))
+    message = str(failed.value)
+    assert message.startswith("1 of 2 jobs failed") and "ValueError: this builder fails on the node" in message
+    assert "Traceback" in message and str(tmp_path) in message
+    assert jobs_in(tmp_path) == 2
+
+
+@pytest.mark.slow
+def test_a_finished_run_is_not_resubmitted(tmp_path):
+    """With checkpoints, a second call finds both runs finished: nothing is submitted, the runs are reused."""
+    options = dict(seeds=[0], progress=False, checkpoints=tmp_path / "ckpt", key={"test": 1})
+    first = run_seeds({"a": tiny}, TASK, CONFIG, CPU, executor=local_array(tmp_path / "jobs"), **options)
+    again = run_seeds({"a": tiny}, TASK, CONFIG, CPU, executor=local_array(tmp_path / "jobs2"), **options)
+    assert [r.origin for r in first] == ["trained"] and [r.origin for r in again] == ["reused"]
+    assert again[0].history.loss == first[0].history.loss and not (tmp_path / "jobs2").exists()
+
+
+def test_the_parameters_choose_the_executor(tmp_path):
+    """'local' is this process; 'submitit' carries the SLURM options, the device each node resolves, and keeps its
+    jobs beside the checkpoints unless a shared folder is named."""
+    schema = STUDIES["01_gradient_flow"]
+    assert isinstance(notebook.executor(schema(), tmp_path), Local)
+    p = schema(executor="submitit", slurm_partition="gpu", slurm_time_min=30, slurm_gpus_per_job=2,
+               slurm_array_parallelism=4, checkpoint_dir=str(tmp_path / "ck"))
+    ex = notebook.executor(p, tmp_path)
+    assert ex == Submitit(tmp_path / "ck" / "jobs", device="auto", partition="gpu", time_min=30, gpus_per_job=2,
+                          array_parallelism=4)
+    shared = schema(executor="submitit", executor_folder=str(tmp_path / "shared"))
+    assert notebook.executor(shared, tmp_path).folder == tmp_path / "shared"
+    assert notebook.run_options(p, tmp_path)["executor"] == ex

@@ -1,13 +1,13 @@
 """Re-run only what changed: a notebook whose published outputs were made from the same inputs is skipped.
 
 A notebook's ``key`` is everything its numbers depend on: the science code it imports (the modules of odebook's
-SCIENCE sub-packages it reaches, ``reports.odebook_hash``), the notebook's own source, its parameter file's contents, the content hash of every data
-and tokenizer file its parameters make it read (``fingerprint.content_hashes``; data from the hub: its source), the
-environment (the versions of the packages the runner records) and the device. The runner writes the key into the
-published manifest.json (``record``) and skips a notebook whose last run succeeded with the same key
-(``unchanged``), saying so in one line; ``make run-all FRESH=1`` (``--fresh``) runs everything. Execution caches
-that key on code cells alone (jupyter-cache, MyST-NB) reuse a stale result when a data file or a package changes;
-this key does not.
+SCIENCE sub-packages it reaches, ``reports.odebook_hash``), the notebook's own source, its parameter file's contents,
+the content hash of every data and tokenizer file its parameters make it read (``fingerprint.content_hashes``; data
+from the hub: its source), the environment (the versions of the packages the runner records), the device and the
+processor (odebook.book.processor: another CPU rounds differently). The runner writes the key into the published
+manifest.json (``record``) and skips a notebook whose last run succeeded with the same key (``unchanged``), saying
+so in one line; ``make run-all FRESH=1`` (``--fresh``) runs everything. Execution caches that key on code cells alone
+(jupyter-cache, MyST-NB) reuse a stale result when a data file or a package changes; this key does not.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
-from odebook.book import reports
+from odebook.book import processor, reports
 from odebook.params import Params
 from odebook.training.fingerprint import content_hashes
 from odebook.training.runtime import device_name, resolve_device
@@ -59,7 +59,8 @@ def key(root: Path, profile: str, name: str, params: Params, packages: Iterable[
     """What notebook ``name``'s outputs under ``profile`` depend on (module docstring)."""
     return {"odebook": reports.odebook_hash(root, name), "notebook": _sha(root / "notebooks" / f"{name}.py"),
             "parameters": _sha(root / "params" / profile / f"{name}.yaml"), "data": data_key(params),
-            "environment": environment(packages), "device": device_name(resolve_device())}
+            "environment": environment(packages), "device": device_name(resolve_device()),
+            "processor": processor.describe()}
 
 
 def _manifest(folder: Path) -> dict:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from unittest import mock
 from pathlib import Path
 
-from odebook.book import index, kernel, machine_load, publish, wait_policy
+from odebook.book import index, kernel, machine_load, processor, publish, wait_policy
 from odebook.book import reports, rerun
 from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, validate_values
@@ -220,7 +220,7 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
         "git_commit": _git("rev-parse", "HEAD", cwd=root), "git_dirty": bool(_git("status", "--porcelain", cwd=root)),
         "parameter_file": str(book.params / profile / f"{name}.yaml"), "parameters": params.to_dict(),
         "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()),
-        "packages": rerun.environment(PACKAGES),
+        "processor": processor.describe(), "packages": rerun.environment(PACKAGES),
         "hashes": reports.hashes(root, name, profile), "machine_load": {**machine_load.record(*load), **waiting},
     }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))

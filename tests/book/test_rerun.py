@@ -53,7 +53,8 @@ def test_an_unchanged_notebook_is_skipped_in_one_line_and_fresh_runs_it(book, ca
     [first] = runner.run_book(book, "smoke")
     manifest = json.loads((out / "manifest.json").read_text())
     assert first.ok and not first.skipped and manifest[rerun.KEY_FIELD]["data"]["corpus.txt"]
-    assert set(manifest[rerun.KEY_FIELD]) == {"odebook", "notebook", "parameters", "data", "environment", "device"}
+    assert set(manifest[rerun.KEY_FIELD]) == {"odebook", "notebook", "parameters", "data", "environment", "device",
+                                              "processor"}
     capsys.readouterr()
     [second] = runner.run_book(book, "smoke")
     printed = capsys.readouterr().out.splitlines()
@@ -103,9 +104,14 @@ def _change_package(book, monkeypatch):
     monkeypatch.setattr(rerun.metadata, "version", lambda pkg: "99.0" if pkg == "numpy" else real(pkg))
 
 
-@pytest.mark.parametrize("change", [_change_code, _change_parameter, _change_data, _change_package],
-                         ids=["code", "parameter", "data file content", "package version"])
-def test_a_change_to_code_a_parameter_a_data_file_or_a_package_makes_it_run_again(book, monkeypatch, change):
+def _change_processor(book, monkeypatch):
+    monkeypatch.setattr(rerun.processor, "describe", lambda: "AMD EPYC (family 25, model 17; avx2 fma avx512f)")
+
+
+@pytest.mark.parametrize("change", [_change_code, _change_parameter, _change_data, _change_package, _change_processor],
+                         ids=["code", "parameter", "data file content", "package version", "processor"])
+def test_a_change_to_code_a_parameter_a_data_file_a_package_or_the_processor_makes_it_run_again(book, monkeypatch,
+                                                                                                 change):
     out, params = _published(book)
     root = book.notebooks.parent
     assert rerun.unchanged(out, "93_cached", rerun.key(root, "smoke", "93_cached", params, ("numpy",)))
@@ -122,3 +128,16 @@ def test_a_failure_since_or_a_missing_report_is_never_unchanged(book):
     (out / "93_cached.failed").rmdir()
     (out / "93_cached" / "93_cached.ipynb").unlink()
     assert not rerun.unchanged(out, "93_cached", now)
+
+
+def test_the_processor_is_named_with_the_vector_instructions_that_choose_its_kernels(tmp_path):
+    from odebook.book import processor
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+                    "model name\t: AMD EPYC 9B14\nflags\t\t: fpu sse avx2 fma avx512f avx512bw\n\n"
+                    "processor\t: 1\nmodel name\t: AMD EPYC 9B14\n")
+    assert processor.describe(info) == "AMD EPYC 9B14 (family 25, model 17; avx2 fma avx512f)"
+    info.write_text("processor\t: 0\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: sse avx2 fma\n")
+    assert processor.describe(info) == "AMD EPYC (family 25, model 1; avx2 fma)"
+    assert processor.describe(tmp_path / "absent")  # no /proc/cpuinfo: platform's own name

@@ -64,6 +64,58 @@ def worker(study: str, steps: int, warmup: int, reference: bool) -> dict:
             "seconds": seconds, "reference": (before + after) / 2, "threads": torch.get_num_threads()}
 
 
+GEMM_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "_linear_pointwise", "mkldnn_linear", "_mkl_linear"}
+PARTS = ("GEMM", "attention", "optimizer", "other ops", "outside ops")
+
+
+def _part(event) -> str:
+    """Which part of a step an operator's own time belongs to: the optimizer's step (any operator under it), the
+    matrix products, attention's fused kernel, or the other operators (element-wise, norms, softmax, copies)."""
+    parent = event
+    while parent is not None:
+        if parent.name.startswith("Optimizer.step"):
+            return "optimizer"
+        parent = parent.cpu_parent
+    name = event.name.split("::")[-1]
+    if name in GEMM_OPS:
+        return "GEMM"
+    return "attention" if "scaled_dot_product" in name else "other ops"
+
+
+def ops_worker(study: str, steps: int, warmup: int) -> dict:
+    """Where ``study``'s cpu-profile step spends its time, by torch's profiler over ``steps`` steps: each operator's
+    own time summed by ``_part``, and the rest of the steps' wall time ("outside ops": Python, autograd's engine,
+    the profiler's own cost). Also the step's FLOPs (as ``worker`` counts them)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from odebook.book.budget import pass_flops, plan
+    from odebook.params import validate_values
+    from odebook.study.timing import training_step
+    from odebook.training.runtime import Precision
+
+    params = validate_values(study, f"params/cpu/{study}.yaml")[0]
+    runs = max(plan(params), key=lambda r: r.steps)
+    work = next(w for w in runs.work if w.train)
+    torch.manual_seed(0)
+    model, batch = runs.build(), work.batch()
+    flops = pass_flops(model, work, Precision(torch.device("cpu"), None))
+    step = training_step(model, batch, work.loss)
+    for _ in range(warmup):
+        step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        wall = time.perf_counter() - t0
+    parts = dict.fromkeys(PARTS, 0.0)
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CPU:
+            parts[_part(event)] += event.self_cpu_time_total / 1e6
+    parts["outside ops"] = wall - sum(parts.values())
+    return {"flops": flops, "seconds": wall / steps, "parts": {k: v / steps for k, v in parts.items()}}
+
+
 def estimate(study: str) -> dict:
     """odebook.book.budget's estimate of ``study``'s cpu run, in this process."""
     from odebook.book import budget
@@ -126,7 +178,28 @@ def main(steps: int = 10, warmup: int = 3) -> None:
                     f"{chosen.get('OMP_WAIT_POLICY', 'spin')}")
         print(row, flush=True)
     print("load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
+    ops(steps, warmup)
     breakdown()
+
+
+def ops(steps: int = 10, warmup: int = 3) -> None:
+    """Each study's step by part (``ops_worker``), and the efficiency its GEMMs and attention alone would give: the
+    step's FLOPs over their time against the GEMM rate — the ceiling if everything else took no time."""
+    from odebook.book import wait_policy
+
+    print("\nwhere each study's cpu-profile step goes (torch's profiler; its own cost lands in 'outside ops'), and "
+          "the step's efficiency if only its GEMMs and attention took time", flush=True)
+    print(f"{'study':<18} {'ms':>7} " + " ".join(f"{p:>11}" for p in PARTS) + f" {'ceiling':>8}")
+    for study in STUDIES:
+        policy = wait_policy.choose(wait_policy.busy_cores())
+        out = _in_worker(["ops", study, str(steps), str(warmup)], policy)
+        reference = _step_in_worker(study, 1, 1, policy, reference=True)["reference"]
+        parts = out["parts"]
+        products = parts["GEMM"] + parts["attention"]
+        print(f"{study:<18} {1e3 * out['seconds']:7.1f} "
+              + " ".join(f"{parts[p] / out['seconds']:11.0%}" for p in PARTS)
+              + f" {out['flops'] / products / reference:8.0%}", flush=True)
+    print("load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 def breakdown() -> None:
@@ -148,6 +221,9 @@ if __name__ == "__main__":
     if sys.argv[1:3] == ["--worker", "step"]:
         study, steps, warmup, reference = sys.argv[3:7]
         print(json.dumps(worker(study, int(steps), int(warmup), reference == "1")))
+    elif sys.argv[1:3] == ["--worker", "ops"]:
+        study, steps, warmup = sys.argv[3:6]
+        print(json.dumps(ops_worker(study, int(steps), int(warmup))))
     elif sys.argv[1:3] == ["--worker", "estimate"]:
         print(json.dumps(estimate(sys.argv[3])))
     else:

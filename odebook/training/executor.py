@@ -6,12 +6,13 @@ list of jobs and returns their results in order (``run(jobs, precision)``):
 - ``Local`` runs them in this process: one after another, or one per GPU at a time on a machine with several
   (odebook.training.spread).
 - ``Submitit`` submits them as one job array through submitit: on SLURM where ``sbatch`` is found, else (or with
-  ``cluster="local"``) as subprocesses of this machine. It waits with a progress bar, gathers the results, and
-  raises ``JobsFailed`` with each failed job's own error once every job has ended (the others' results are kept
-  by their checkpoints). Each job resolves ``device`` on the node it runs on and trains with that device's
-  precision policy. A job that offers ``finished(precision)`` — a run already finished in its checkpoint — is asked
-  first, here: a finished run is not resubmitted. Jobs and results travel as pickles (cloudpickle) through
-  ``folder``, which every node must see; the pickles of jobs that succeeded are deleted, their logs kept.
+  ``cluster="local"``) as subprocesses of this machine, all at once, their OpenMP threads waiting passively. It
+  waits with a progress bar, gathers the results, and raises ``JobsFailed`` with each failed job's own error once
+  every job has ended (the others' results are kept by their checkpoints). Each job resolves ``device`` on the
+  node it runs on and trains with that device's precision policy. A job that offers ``finished(precision)`` — a
+  run already finished in its checkpoint — is asked first, here: a finished run is not resubmitted. Jobs and
+  results travel as pickles (cloudpickle) through ``folder``, which every node must see; the pickles of jobs that
+  succeeded are deleted, their logs kept.
 
 torchrun is for one data-parallel job (odebook.training.distributed); this is for many independent ones.
 """
@@ -81,6 +82,9 @@ class Submitit:
         ex.update_parameters(timeout_min=self.time_min, slurm_array_parallelism=self.array_parallelism,
                              **({"gpus_per_node": self.gpus_per_job} if ex.cluster == "slurm" else {}),
                              **({"slurm_partition": self.partition} if self.partition else {}))
+        if ex.cluster == "local":  # every job starts at once on this machine: threads spinning while they wait for
+            # a descheduled partner would starve the others (odebook.book.wait_policy), so they wait passively
+            ex.update_parameters(local_setup=["export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}"])
         return ex
 
     def run(self, jobs: Sequence[Job], precision: Precision) -> list:

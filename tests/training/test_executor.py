@@ -1,6 +1,9 @@
 """The executor of independent runs: submitit's job array gives the runs of the sequential path, a failed job's own
 error reaches the caller, and a finished run is not resubmitted."""
 
+import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -8,7 +11,7 @@ import cloudpickle
 import pytest
 import torch
 
-from odebook.book import notebook
+from odebook.book import notebook, runner
 from odebook.data.corpus import TokenSplits
 from odebook.models import lm as models
 from odebook.params import STUDIES
@@ -17,6 +20,8 @@ from odebook.study.task import lm_task
 from odebook.training.executor import JobsFailed, Local, Submitit
 from odebook.training.runtime import precision_for
 from odebook.training.train import TrainConfig
+
+from conftest import ROOT
 
 # The jobs run in fresh Python processes, which cannot import this test module: its functions travel by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -99,3 +104,38 @@ def test_the_parameters_choose_the_executor(tmp_path):
     shared = schema(executor="submitit", executor_folder=str(tmp_path / "shared"))
     assert notebook.executor(shared, tmp_path).folder == tmp_path / "shared"
     assert notebook.run_options(p, tmp_path)["executor"] == ex
+
+
+@pytest.mark.slow
+def test_local_jobs_wait_passively_and_resolve_their_device_on_the_node(tmp_path, monkeypatch):
+    """Without SLURM every job starts at once on this machine: each waits passively (unless the user chose a wait
+    policy) and trains on the device its parameters name, resolved where it runs."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    seen = local_array(tmp_path).run([lambda prec: (os.environ.get("OMP_WAIT_POLICY"), str(prec.device))] * 2, CPU)
+    assert seen == [("PASSIVE", "cpu")] * 2
+
+
+@pytest.mark.slow
+def test_a_notebook_with_executor_submitit_gives_the_local_runs_results(tmp_path, monkeypatch):
+    """Study 01's smoke profile through the runner twice — as it is, and with ``executor: submitit`` (submitit's
+    local executor, as on a machine without SLURM): its runs went to subprocesses, and every run's history and test
+    loss, and every verdict, are those of the runs in the notebook's own process."""
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    params = tmp_path / "params"
+    shutil.copytree(ROOT / "params" / "smoke", params / "smoke")
+    (params / "cluster").mkdir()
+    smoke_file = (params / "smoke" / "01_gradient_flow.yaml").read_text()
+    (params / "cluster" / "01_gradient_flow.yaml").write_text(
+        f"{smoke_file}executor: submitit\nexecutor_folder: {tmp_path / 'jobs'}\n")
+    book = runner.Book(ROOT / "notebooks", params, tmp_path / "outputs")
+    ran = [runner.run_book(book, profile, ["01_gradient_flow"])[0] for profile in ("smoke", "cluster")]
+    assert all(r.ok for r in ran), [r.error for r in ran]
+    here, there = (json.loads((tmp_path / "outputs" / p / "01_gradient_flow" / "results.json").read_text())
+                   for p in ("smoke", "cluster"))
+    assert jobs_in(tmp_path / "jobs") == len(there["runs"]) > 0
+    assert untimed(there["runs"]) == untimed(here["runs"]) and there["verdicts"] == here["verdicts"]
+
+
+def untimed(runs: list[dict]) -> list[dict]:
+    """Run records without their step times (the one thing two runs of the same arithmetic do not share)."""
+    return [{**r, "history": {k: v for k, v in r["history"].items() if k != "step_time"}} for r in runs]

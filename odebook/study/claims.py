@@ -20,7 +20,8 @@ not-held sides are each corrected over the family. A compound claim (``parts``: 
 hold, "beats both Tong and the standard model") is an intersection–union test: its p is the largest of its parts',
 with no adjustment between them. An inconclusive claim says how many seeds it would need for 80 % power at its margin
 (for equivalence and non-inferiority: with no true difference) and, in the evidence, at the observed effect, at the
-Bonferroni level of its family (study.power).
+Bonferroni level of its family (study.power). Differences that do not vary at all (an ablation that changed no
+answer of any seed) can fail a claim — its fail test at its limit — but never hold one (``_p``).
 """
 
 from __future__ import annotations
@@ -99,9 +100,14 @@ def paired(a: Sequence[float], b: Sequence[float], *, log: bool = False) -> np.n
     return np.log(x / y) if log else x - y
 
 
-def _p(s: np.ndarray, value: float, side: str) -> np.ndarray:
+def _p(s: np.ndarray, value: float, side: str, *, limit: bool = False) -> np.ndarray:
     """One-sided p of the one-sample t-test that the mean of s (along its last axis) is ``side`` ("less" or
-    "greater") ``value``; NaN where nothing varies (up to rounding) or there are fewer than two values."""
+    "greater") ``value``; NaN where there are fewer than two values. Where nothing varies (up to rounding) it is NaN,
+    or with ``limit`` the test's limit as the spread goes to 0: 0 when every value lies strictly on ``side`` of
+    ``value``, 1 when on the other side, NaN at ``value`` itself. ``p_values`` takes the limit for the tests that
+    fail a claim only: identical differences (an ablation that changed no answer of any seed) rule an effect out,
+    but never hold one — a zero-width interval from seeds that sampled no variance (a constant guess) is no
+    certainty that an effect exists."""
     n = s.shape[-1]
     if n < 2:
         return np.full(s.shape[:-1], math.nan)
@@ -109,7 +115,10 @@ def _p(s: np.ndarray, value: float, side: str) -> np.ndarray:
     varies = sd > 1e-12 * np.maximum(1.0, np.abs(s).max(axis=-1))
     t = (s.mean(axis=-1) - value) / np.where(varies, sd, 1.0) * math.sqrt(n)
     p = sps.t.cdf(t, n - 1) if side == "less" else sps.t.sf(t, n - 1)
-    return np.where(varies, p, math.nan)
+    if not limit:
+        return np.where(varies, p, math.nan)
+    gap = (s.mean(axis=-1) - value) * (1 if side == "greater" else -1)  # > 0: the values lie on ``side``
+    return np.where(varies, p, np.where(gap > 0, 0.0, np.where(gap < 0, 1.0, math.nan)))
 
 
 @dataclass(frozen=True)
@@ -133,13 +142,15 @@ def p_values(claim: Claim, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, 
     if kind == "descriptive":
         nan = np.full(d.shape[:-1], math.nan)
         return nan, nan, 1, 1
-    tost = np.maximum(_p(d, -m, "greater"), _p(d, m, "less"))
     if kind == "equivalence":
-        return tost, np.minimum(1.0, 2 * np.minimum(_p(d, m, "greater"), _p(d, -m, "less"))), 1, 2
-    if claim.direction == "two-sided":  # superiority either way: the smaller tail, doubled
-        return np.minimum(1.0, 2 * np.minimum(_p(d, 0.0, "less"), _p(d, 0.0, "greater"))), tost, 2, 1
+        tost = np.maximum(_p(d, -m, "greater"), _p(d, m, "less"))
+        outside = np.minimum(_p(d, m, "greater", limit=True), _p(d, -m, "less", limit=True))
+        return tost, np.minimum(1.0, 2 * outside), 1, 2
+    if claim.direction == "two-sided":  # superiority either way: the smaller tail, doubled; fails inside ±margin
+        within = np.maximum(_p(d, -m, "greater", limit=True), _p(d, m, "less", limit=True))
+        return np.minimum(1.0, 2 * np.minimum(_p(d, 0.0, "less"), _p(d, 0.0, "greater"))), within, 2, 1
     hold, fail = {"superiority": (0.0, -m), "non-inferiority": (m, m), "gate": (claim.sign * m,) * 2}[kind]
-    return _p(s, hold, "less"), _p(s, fail, "greater"), 1, 1
+    return _p(s, hold, "less"), _p(s, fail, "greater", limit=True), 1, 1
 
 
 def part_test(claim: Claim, d: Sequence[float]) -> PartTest:

@@ -132,3 +132,23 @@ def test_the_declaration_table_lists_kind_margin_role_and_gates():
                          Claim("x", "non-inferiority", margin=0.02, units="nats", primary=False, rests_on=("g",))])
     assert "| g | gate: a − b above 0.15 | gate | — |" in table
     assert "| x | non-inferiority (lower is better), margin 0.02 nats | secondary | g |" in table
+
+
+def test_identical_differences_can_rule_an_effect_out_but_never_hold_one():
+    """An ablation that changed no answer of any seed (every difference exactly 0) rules out a drop of the margin:
+    the fail test takes its limit as the spread goes to 0. Identical differences on the claimed side hold nothing
+    (seeds that sampled no variance are no certainty), and a difference exactly at a threshold decides nothing."""
+    drop = Claim("read carries facts", "superiority", margin=0.15, direction="higher")
+    (unused,) = settle([drop], {"read carries facts": [0.0] * 5})
+    assert unused.outcome == "not held" and unused.p_fail == 0.0 and np.isnan(unused.p_hold)
+    (same_big,) = settle([drop], {"read carries facts": [0.4] * 5})
+    assert same_big.outcome == "inconclusive" and np.isnan(same_big.p_hold)
+    lower = Claim("beats", "superiority", margin=0.1)
+    assert settle([lower], {"beats": [0.0] * 4})[0].outcome == "not held"  # no gain: the margin's gain ruled out
+    ni = Claim("keeps fluency", "non-inferiority", margin=0.03)
+    assert settle([ni], {"keeps fluency": [0.5] * 4})[0].outcome == "not held"  # worse by more than the margin
+    assert settle([ni], {"keeps fluency": [0.0] * 4})[0].outcome == "inconclusive"  # within it: never held so
+    assert settle([ni], {"keeps fluency": [0.03] * 4})[0].outcome == "inconclusive"  # at the margin itself
+    eq = Claim("same", "equivalence", margin=0.1)
+    assert settle([eq], {"same": [0.3] * 4})[0].outcome == "not held"
+    assert settle([eq], {"same": [0.0] * 4})[0].outcome == "inconclusive"

@@ -86,3 +86,13 @@ def test_a_failed_gate_stops_the_looks_and_leaves_the_primaries_untestable():
     run, values_of, calls = _study({"better": noisy, "calibrated": [2.0, 2.1, 1.9, 2.0, 2.0, 2.0, 2.0, 2.0]})
     looked = run_in_looks(run, [gate, gated], values_of, seeds=range(8), looks=[3, 5])
     assert looked.seeds == 8 and looked.settled[0].outcome == "held"
+
+
+def test_an_ablation_that_changes_nothing_stops_for_futility_at_the_first_look():
+    """Every seed's difference exactly 0 (the state read is unused): futility at the first look, not a cap with
+    'more than 10,000 seeds'."""
+    run, values_of, calls = _study({"drop": [0.0] * 5})
+    claim = Claim("drop", "superiority", margin=0.15, direction="higher")
+    looked = run_in_looks(run, [claim], values_of, seeds=range(5), looks=[3])
+    (s,) = looked.settled
+    assert calls == [[0, 1, 2]] and s.outcome == "not held" and "futility at 3 seeds" in s.evidence()

@@ -6,9 +6,10 @@ gives, forward passes of evaluation and retrieval scoring) costs its FLOPs (odeb
 counted once per model) at a rate measured on this device by a short timed probe — six steps of the training loop
 itself, the median of the last five — of the largest training step of each family (a pass whose FLOPs torch cannot
 count is probed itself), plus what each run does before its first step (timed: building its model, counting a forward
-pass) and ``START_UP``: a kernel's start, the imports, reading the data, generation, tables and figures, which are
-not probed — the most of a smoke run, a small part of any other — on an idle core, divided by the share of a core
-this process gets now.
+pass) and the start-up: a kernel's start, the imports, reading the data, generation, tables and figures, which are
+not probed — the most of a smoke run, a small part of any other. It is ``START_UP_PER_IMPORT`` times the CPU seconds
+a fresh interpreter takes here to import the notebooks' libraries (``start_up``: it scales with the machine as a
+kernel's start does), divided by the share of a core this process gets now.
 
 The memory: the largest training step (odebook.study.measure.peak_memory: activations, gradients and temporaries, in
 fp32 on the CPU) plus its model's weights and Adam's two moments (12 bytes a parameter). fp16 autocast on a T4 keeps
@@ -22,10 +23,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import itertools
 import math
 import os
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,7 +46,7 @@ from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
 
 __all__ = ["Runs", "Work", "Budget", "plan", "pass_flops", "estimate", "memory", "announce", "line", "HANDED",
-           "T4_FLOPS", "T4_FRACTION", "T4_MEMORY", "START_UP"]
+           "T4_FLOPS", "T4_FRACTION", "T4_MEMORY", "START_UP_PER_IMPORT", "start_up"]
 
 T4_FLOPS = 65e12  # fp16 tensor-core peak (NVIDIA's T4 datasheet)
 T4_FRACTION = 0.25
@@ -49,7 +54,11 @@ T4_MEMORY = 15e9  # what a T4 offers of its 16 GB (Colab reports 15 GB)
 LONG = 1800  # seconds: above this, the line says how to choose a smaller profile
 BUSY = 0.75  # below this share of a core, the line says the machine was busy (short steps then slow unevenly)
 LONG_STEP = 0.25  # seconds: a probe's step this long is timed twice, a shorter one five times
-START_UP = 10.0  # seconds a notebook spends outside the passes it is estimated by, on an idle core (module docstring)
+# A smoke notebook's start-up over a fresh interpreter's import of its libraries (CPU time): 3.5–6× on the Zen 3 EPYC
+# of 2026-11-25 (smoke runs of 18–30 s against 4.6 s of imports). A constant 10 s, measured on a Zen 4, was 1.5–2.7×
+# too little there.
+START_UP_PER_IMPORT = 4.5
+IMPORTS = "import torch, pandas, matplotlib.pyplot, odebook.study.experiment, odebook.book.notebook"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +136,17 @@ def _cpu_share(wall: float = 0.2) -> float:
     return min(1.0, max(0.05, (time.thread_time() - c0) / (time.perf_counter() - t0)))
 
 
+@functools.lru_cache(maxsize=1)
+def start_up() -> float:
+    """Seconds of a notebook's start-up on an idle core (module docstring): ``START_UP_PER_IMPORT`` times the CPU time
+    (user and system, so other processes' load does not count) of a fresh interpreter importing ``IMPORTS``; measured
+    once a process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", IMPORTS], check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return START_UP_PER_IMPORT * (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+
+
 def _setup(runs: Runs, precision: Precision) -> float:
     """What each run does before its first step, timed: build its model and count one forward pass's FLOPs (as
     odebook.study.experiment.run_one does for its report)."""
@@ -167,7 +187,7 @@ def estimate(params: Params, precision: Precision) -> Budget:
         if id(runs.build) not in setup:
             setup[id(runs.build)] = _setup(runs, precision)
     share = _cpu_share()
-    parts = collections.Counter({"start-up (kernel, imports, data, tables, figures)": START_UP / share,
+    parts = collections.Counter({"start-up (kernel, imports, data, tables, figures)": start_up() / share,
                                  "building models": sum(r.count * setup[id(r.build)] for r in every)})
     total_flops = 0.0
     seed_seconds = sum(setup[id(r.build)] for r in every if r.per_seed)

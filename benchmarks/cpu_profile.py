@@ -37,12 +37,11 @@ STUDIES = ("01_gradient_flow", "02_time_indexed", "03_gdn_scaling", "04_mixed_tr
 OMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
-def worker(study: str, steps: int, warmup: int, reference: bool) -> dict:
-    """Time the largest training step of ``study``'s cpu plan in this process (and the GEMM rate around it)."""
+def _largest_step(study: str) -> tuple:
+    """The largest training step of ``study``'s cpu plan, built in this process: (its runs, the model, its FLOPs —
+    NaN where torch cannot count them — and the step as ``training_step`` takes it)."""
     import torch
 
-    from benchmarks.bench import reference_flops
-    from benchmarks.timing import median_time
     from odebook.book.budget import pass_flops, plan
     from odebook.params import validate_values
     from odebook.study.timing import training_step
@@ -53,8 +52,18 @@ def worker(study: str, steps: int, warmup: int, reference: bool) -> dict:
     work = next(w for w in runs.work if w.train)
     torch.manual_seed(0)
     model, batch = runs.build(), work.batch()
-    flops = pass_flops(model, work, Precision(torch.device("cpu"), None))  # NaN where torch cannot count it
-    step = training_step(model, batch, work.loss)
+    flops = pass_flops(model, work, Precision(torch.device("cpu"), None))
+    return runs, model, flops, training_step(model, batch, work.loss)
+
+
+def worker(study: str, steps: int, warmup: int, reference: bool) -> dict:
+    """Time the largest training step of ``study``'s cpu plan in this process (and the GEMM rate around it)."""
+    import torch
+
+    from benchmarks.bench import reference_flops
+    from benchmarks.timing import median_time
+
+    runs, model, flops, step = _largest_step(study)
     before = reference_flops() if reference else float("nan")
     for _ in range(warmup - 1):  # median_time makes one more untimed call
         step()
@@ -89,18 +98,7 @@ def ops_worker(study: str, steps: int, warmup: int) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from odebook.book.budget import pass_flops, plan
-    from odebook.params import validate_values
-    from odebook.study.timing import training_step
-    from odebook.training.runtime import Precision
-
-    params = validate_values(study, f"params/cpu/{study}.yaml")[0]
-    runs = max(plan(params), key=lambda r: r.steps)
-    work = next(w for w in runs.work if w.train)
-    torch.manual_seed(0)
-    model, batch = runs.build(), work.batch()
-    flops = pass_flops(model, work, Precision(torch.device("cpu"), None))
-    step = training_step(model, batch, work.loss)
+    _, _, flops, step = _largest_step(study)
     for _ in range(warmup):
         step()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -163,8 +161,10 @@ def main(steps: int = 10, warmup: int = 3) -> None:
              "the runner chooses then (a fair share is 2×)" if fair else ""), flush=True)
     print(f"{'study':<18} {'model':<9} {'params':>7} {'GFLOP':>6} {'ms':>7} {'GFLOP/s':>8} {'GEMM':>6} {'eff.':>5}"
           + (f" {'busy, spin':>10} {'busy, book':>10}  policy" if fair else ""))
+    references = {}
     for study in STUDIES:
         alone = _step_in_worker(study, steps, warmup, wait_policy.choose(wait_policy.busy_cores()), reference=True)
+        references[study] = alone["reference"]
         rate = alone["flops"] / alone["seconds"]
         row = (f"{study:<18} {alone['family']:<9} {alone['params'] / 1e6:6.2f}M {alone['flops'] / 1e9:6.1f} "
                f"{1e3 * alone['seconds']:7.1f} {rate / 1e9:8.1f} {alone['reference'] / 1e9:6.0f} "
@@ -178,23 +178,22 @@ def main(steps: int = 10, warmup: int = 3) -> None:
                     f"{chosen.get('OMP_WAIT_POLICY', 'spin')}")
         print(row, flush=True)
     print("load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
-    ops(steps, warmup)
+    ops(references, steps, warmup)
     breakdown()
 
 
-def ops(steps: int = 10, warmup: int = 3) -> None:
+def ops(references: dict[str, float], steps: int = 10, warmup: int = 3) -> None:
     """Each study's step by part (``ops_worker``), and the efficiency its GEMMs and attention alone would give: the
-    step's FLOPs over their time against the GEMM rate — the ceiling if everything else took no time."""
+    step's FLOPs over their time against the GEMM rate measured beside that study's step (``references``) — the
+    ceiling if everything else took no time."""
     from odebook.book import wait_policy
 
     print("\nwhere each study's cpu-profile step goes (torch's profiler; its own cost lands in 'outside ops'), and "
           "the step's efficiency if only its GEMMs and attention took time", flush=True)
     print(f"{'study':<18} {'ms':>7} " + " ".join(f"{p:>11}" for p in PARTS) + f" {'ceiling':>8}")
     for study in STUDIES:
-        policy = wait_policy.choose(wait_policy.busy_cores())
-        out = _in_worker(["ops", study, str(steps), str(warmup)], policy)
-        reference = _step_in_worker(study, 1, 1, policy, reference=True)["reference"]
-        parts = out["parts"]
+        out = _in_worker(["ops", study, str(steps), str(warmup)], wait_policy.choose(wait_policy.busy_cores()))
+        parts, reference = out["parts"], references[study]
         products = parts["GEMM"] + parts["attention"]
         print(f"{study:<18} {1e3 * out['seconds']:7.1f} "
               + " ".join(f"{parts[p] / out['seconds']:11.0%}" for p in PARTS)

@@ -19,8 +19,8 @@ from odebook.training.fingerprint import run_key
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.study.stats import Verdict
 
-__all__ = ["start", "inline_figures", "output_dir", "checkpointing", "batch_shape", "run_options", "executor",
-           "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts", "repo_root", "to_jsonable"]
+__all__ = ["start", "inline_figures", "output_dir", "checkpointing", "checkpoint_folder", "batch_shape", "run_options",
+           "executor", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts", "repo_root", "to_jsonable"]
 
 
 def start(schema: type[Params], namespace: Mapping[str, Any]) -> tuple[Params, Path, Precision]:
@@ -70,8 +70,12 @@ def checkpointing(params: Params, out: Path) -> dict[str, Any]:
     seeds, and logging) with the content hashes of its data files (odebook.training.fingerprint.run_key). Empty when ``checkpoint_interval`` is 0: nothing is stored then."""
     if not getattr(params, "checkpoint_interval", 0):
         return {}
-    folder = Path(params.checkpoint_dir) if params.checkpoint_dir else out / "checkpoints"
-    return {"checkpoints": folder, "fresh": params.fresh, "key": run_key(params)}
+    return {"checkpoints": checkpoint_folder(params, out), "fresh": params.fresh, "key": run_key(params)}
+
+
+def checkpoint_folder(params: Params, out: Path) -> Path:
+    """Where a study's runs keep their checkpoints: ``checkpoint_dir``, else <out>/checkpoints."""
+    return Path(params.checkpoint_dir) if getattr(params, "checkpoint_dir", "") else out / "checkpoints"
 
 
 def batch_shape(params: Params) -> dict[str, int]:
@@ -92,8 +96,7 @@ def executor(params: Params, out: Path) -> Local | Submitit:
     each job resolves on its own node."""
     if params.executor == "local":
         return Local()
-    checkpoints = Path(params.checkpoint_dir) if getattr(params, "checkpoint_dir", "") else out / "checkpoints"
-    folder = Path(params.executor_folder) if params.executor_folder else checkpoints / "jobs"
+    folder = Path(params.executor_folder) if params.executor_folder else checkpoint_folder(params, out) / "jobs"
     return Submitit(folder, device=params.device,
                     partition=params.slurm_partition, time_min=params.slurm_time_min,
                     gpus_per_job=params.slurm_gpus_per_job, array_parallelism=params.slurm_array_parallelism)

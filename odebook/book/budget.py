@@ -54,10 +54,10 @@ T4_MEMORY = 15e9  # what a T4 offers of its 16 GB (Colab reports 15 GB)
 LONG = 1800  # seconds: above this, the line says how to choose a smaller profile
 BUSY = 0.75  # below this share of a core, the line says the machine was busy (short steps then slow unevenly)
 LONG_STEP = 0.25  # seconds: a probe's step this long is timed twice, a shorter one five times
-# A smoke notebook's start-up over a fresh interpreter's import of its libraries (CPU time): 3.5–6× on the Zen 3 EPYC
-# of 2026-11-25 (smoke runs of 18–30 s against 4.6 s of imports). A constant 10 s, measured on a Zen 4, was 1.5–2.7×
-# too little there.
-START_UP_PER_IMPORT = 4.5
+# A smoke notebook's start-up over a fresh interpreter's import of its libraries (CPU time): 3–6× on the Zen 3 EPYC of
+# 2026-11-25 (smoke runs of 14–30 s against 4.6 s of imports, run to run). 4.5 put two of a clean-clone CI run's
+# smoke notebooks at 0.47× their estimate; a constant 10 s, measured on a Zen 4, was 1.5–2.7× too little there.
+START_UP_PER_IMPORT = 3.5
 IMPORTS = "import torch, pandas, matplotlib.pyplot, odebook.study.experiment, odebook.book.notebook"
 
 

@@ -13,7 +13,7 @@ import html
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 __all__ = ["SEVERAL", "Effect", "effects", "is_primary", "ordered", "study_scale", "sentence", "statistics", "html_list",
@@ -143,14 +143,15 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(verdicts: Sequence[dict], link: str) -> list[str]:
-    """Rows of the README's table for one study (``link`` its Markdown link): finding, verdict, effect, the
-    statistics in a <details> (GitHub renders it in a cell); primary claims first."""
+def markdown_table(verdicts: Sequence[dict], link: str, beside: Mapping[str, str] | None = None) -> list[str]:
+    """Rows of the README's table for one study (``link`` its Markdown link): finding, verdict, (with ``beside``,
+    claim → verdict in another profile's report: that verdict, "—" where it has none,) effect, the statistics in a
+    <details> (GitHub renders it in a cell); primary claims first."""
     rows = []
     for i, v in enumerate(ordered(verdicts)):
         role = "primary" if is_primary(v) else (v.get("role", "").split(",")[0] or "")
         stats = "<br>".join(f"{k}: {html.escape(t)}" for k, t in statistics(v, study_scale(verdicts)))
         rows.append("| " + " | ".join(_cell(c) for c in (
             link if i == 0 else "", v.get("claim", "") + (f" ({role})" if role else ""), f"**{v.get('verdict', '')}**",
-            _effect_text(v) or "—", f"<details><summary>statistics</summary>{stats}</details>")) + " |")
+            *([beside.get(v.get("claim", "")) or "—"] if beside is not None else []), _effect_text(v) or "—", f"<details><summary>statistics</summary>{stats}</details>")) + " |")
     return rows

@@ -81,6 +81,14 @@ def _default_groups(name: str, model: nn.Module):
     return param_groups(model)
 
 
+def stored_key(key: Mapping | None, task: Task) -> dict:
+    """The key a run's checkpoint is saved and looked up under: the study's (``fingerprint.run_key``: its parameters
+    and the content hashes of every data file), the task's own description under its own name, and whether the run
+    is scored on the test split. The task's description never replaces the study's entries: its "data" names the
+    corpus and its token counts, which an edit in place of the same size leaves unchanged."""
+    return {**(key or {}), "task": dict(task.key), "scored": task.test is not None}
+
+
 def run_one(name: str, build: Callable[[], nn.Module], seed: int, task: Task, config: TrainConfig,
             precision: Precision, *, groups: Groups = _default_groups, progress: bool = True,
             log_dir: Path | None = None, checkpoints: Path | None = None, fresh: bool = False,
@@ -108,7 +116,7 @@ def run_one(name: str, build: Callable[[], nn.Module], seed: int, task: Task, co
     trained = train_once(
         f"{name}_seed{seed}_lr{config.lr:g}", model, lambda: task.batches(seed), task.valid, config, precision,
         checkpoints=checkpoints, fresh=fresh, finish=finish, reuse_only=reuse_only,
-        key={**(key or {}), **task.key, "scored": task.test is not None}, groups=groups(name, model),
+        key=stored_key(key, task), groups=groups(name, model),
         loss_fn=task.loss_fn, eval_loss_fn=task.eval_loss_fn, desc=f"{name} seed {seed} lr {config.lr:g}",
         progress=progress, log_dir=log_dir / f"{name}_seed{seed}" if log_dir else None)
     if trained is None:

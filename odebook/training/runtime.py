@@ -1,6 +1,7 @@
 """The runtime a study runs on: the device and its name, the precision policy (fp32 on CPU with denormals flushed,
 bf16 autocast where the GPU has native bf16, fp16 autocast with a GradScaler elsewhere — a T4, compute capability
-7.5, has no bf16), seeding, device synchronisation for timings, and the CPU allocator settings."""
+7.5, has no bf16; ``ODEBOOK_GPU_POLICY=t4`` takes a T4's policy on any GPU: fp16 autocast with a GradScaler, no TF32),
+seeding, device synchronisation for timings, and the CPU allocator settings."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["Precision", "resolve_device", "precision_for", "seed_everything", "synchronize", "device_name",
+__all__ = ["Precision", "resolve_device", "precision_for", "GPU_POLICY", "seed_everything", "synchronize", "device_name",
            "torch_build", "ALLOCATOR_ENV"]
 
 # glibc serves large allocations (a 2048 × 50,304 fp32 logit matrix is 412 MB) with fresh mmap'd pages and returns
@@ -22,6 +23,11 @@ __all__ = ["Precision", "resolve_device", "precision_for", "seed_everything", "s
 # variables at process start, so they are set for child processes: the runner's kernels, make lab, the benchmark's
 # workers.
 ALLOCATOR_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(64 * 2**30)}
+
+# A T4's policy on a larger GPU (what a Colab user gets, emulated on an H100): ODEBOOK_GPU_POLICY=t4. Empty or unset:
+# the GPU's own policy (bf16 where it is native).
+GPU_POLICY = "ODEBOOK_GPU_POLICY"
+GPU_POLICIES = ("", "t4")
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,13 @@ def precision_for(device: torch.device) -> Precision:
         torch.set_flush_denormal(True)
         return Precision(device, None)
     if device.type == "cuda":
+        policy = os.environ.get(GPU_POLICY, "")
+        if policy not in GPU_POLICIES:
+            raise ValueError(f"{GPU_POLICY}={policy!r}: unknown; use 't4' (fp16 autocast + GradScaler, no TF32) or "
+                             "leave it unset (the GPU's own policy)")
+        if policy == "t4":  # a T4 has no bf16 and no TF32: fp16 autocast, fp32 matmuls stay fp32
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+            return Precision(device, torch.float16)
         # is_bf16_supported() can report emulated bf16 on pre-Ampere cards; ask for native support (sm >= 8.0).
         native_bf16 = torch.cuda.get_device_capability(device) >= (8, 0)
         return Precision(device, torch.bfloat16 if native_bf16 else torch.float16)

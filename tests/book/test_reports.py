@@ -51,14 +51,19 @@ def test_a_committed_report_is_well_formed_and_ran_with_its_profiles_parameters(
 def test_committed_reports_cover_the_book_stay_small_and_fill_the_readme_table():
     profiles = {p.parent.name for p in COMMITTED}
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
+    assert "cpu" in profiles
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for profile in profiles:
-        assert sorted(p.name for p in COMMITTED if p.parent.name == profile) == notebooks
+        committed = sorted(p.name for p in COMMITTED if p.parent.name == profile)
+        # the cpu profile is the book's reference and covers it; a GPU profile holds the notebooks a lent GPU ran
+        assert committed == notebooks if profile == "cpu" else set(committed) <= set(notebooks), profile
         assert (ROOT / reports.REPORTS / profile / "index.html").is_file()
+        start, end = reports.readme_markers(profile)
+        table = readme.split(start)[1].split(end)[0].strip()
+        assert table == reports.verdict_table(ROOT, profile), \
+            f"README's {profile} verdict table is out of date: python -m odebook.book.reports readme --profile {profile}"
     size = sum(f.stat().st_size for f in (ROOT / reports.REPORTS).rglob("*") if f.is_file())
     assert size < MAX_BYTES, f"committed reports take {size / 2**20:.1f} MB (at most 20 MB)"
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    table = readme.split(reports.README_START)[1].split(reports.README_END)[0].strip()
-    assert table == reports.verdict_table(ROOT), "README's verdict table is out of date: python -m odebook.book.reports readme"
 
 
 def _book(tmp_path: Path) -> Path:
@@ -95,6 +100,30 @@ def test_publish_leaves_out_checkpoints_and_failures_and_writes_relative_paths(t
         "it holds | **held** | mean 1 [0.9, 1.1] | <details><summary>statistics</summary>evidence: mean 1 [0.9, 1.1]; " \
         "more</details> |" in (root / "README.md").read_text()  # the whole evidence: a verdict may rest on several
     assert (root / "README.md").read_text().endswith(f"{reports.README_END}\nrest\n")
+
+
+def test_a_gpu_profiles_table_shows_each_claims_cpu_verdict_beside_its_own(tmp_path):
+    """reports/t4 holds what a lent GPU ran: its README table, between its own markers, gives each claim's verdict in
+    the committed cpu report beside the t4 one ("—" for a claim the cpu report lacks); the cpu table is untouched."""
+    root = _book(tmp_path)
+    reports.publish(root, "cpu")
+    t4 = root / "outputs" / "t4" / "01_x"
+    shutil.copytree(root / "outputs" / "cpu" / "01_x", t4)
+    shutil.copy2(root / "outputs" / "cpu" / "index.html", t4.parent / "index.html")
+    (t4 / "results.json").write_text(json.dumps({"verdicts": [
+        {"claim": "it holds", "verdict": "not held", "evidence": "mean 0 [-0.1, 0.1]", "scale": "large"},
+        {"claim": "only at scale", "verdict": "held", "evidence": "mean 2 [1, 3]", "scale": "large"}]}))
+    reports.publish(root, "t4")
+    start, end = reports.readme_markers("t4")
+    readme = root / "README.md"
+    readme.write_text(readme.read_text() + f"{start}\n{end}\n")
+    cpu_table = readme.read_text().split(reports.README_START)[1]
+    assert reports.update_readme(root, "t4")
+    table = readme.read_text().split(start)[1].split(end)[0]
+    assert "| verdict | cpu verdict |" in table
+    assert "| it holds | **not held** | held | mean 0 [-0.1, 0.1] |" in table
+    assert "| only at scale | **held** | — | mean 2 [1, 3] |" in table
+    assert readme.read_text().split(reports.README_START)[1].startswith(cpu_table.split(start)[0])
 
 
 def test_the_table_and_the_front_page_show_a_declared_claims_verdict_kind_and_margin(tmp_path):

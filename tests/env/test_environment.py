@@ -52,19 +52,24 @@ def test_environment_yml_lists_the_same_dependencies_as_pyproject(root):
 
 
 def test_the_pins_are_the_versions_the_committed_reports_ran_with(root):
-    """The Makefile's torch pin and environment.yml's python and pytorch pins are those of every committed report's
-    manifest (torch without its build tag), within pyproject's ranges."""
+    """The Makefile's torch pin and environment.yml's python and pytorch pins are those of every committed cpu
+    report's manifest (torch without its build tag), within pyproject's ranges. A GPU profile's reports ran on the
+    lent GPU machine's own torch: within the extra "tested" range and requires-python."""
     import json
 
     pin = re.search(r"^TORCH_SPEC\s*\?=\s*torch==(\S+)", (root / "Makefile").read_text(), re.M).group(1)
     conda, _ = _conda_requirements(root)
     assert pin in _pip_requirements(root)["torch"] and str(conda["torch"]) == f"=={pin}.*"
     requires = tomllib.loads((root / "pyproject.toml").read_text())["project"]["requires-python"]
-    manifests = [json.loads(p.read_text())["packages"] for p in (root / "reports").glob("*/*/manifest.json")]
+    manifests = [json.loads(p.read_text())["packages"] for p in (root / "reports").glob("cpu/*/manifest.json")]
     assert manifests
     for packages in manifests:
         assert packages["torch"].split("+")[0] == pin
         assert packages["python"] in conda["python"] and packages["python"] in SpecifierSet(requires)
+    tested = _pip_requirements(root)["torch"]  # the extra "tested": torch>=2.11,<2.14
+    for path in (root / "reports").glob("*/*/manifest.json"):
+        packages = json.loads(path.read_text())["packages"]
+        assert packages["torch"].split("+")[0] in tested and packages["python"] in SpecifierSet(requires), path
 
 
 def test_installing_gives_no_setuptools_deprecation_warning(root):

@@ -80,6 +80,25 @@ def test_train_once_reuses_a_finished_run_of_any_batch_stream_and_retrains_a_cha
     assert once({"k": 2})[2] == "trained" and once({"k": 2}, fresh=True)[2] == "trained"
 
 
+def test_a_run_trained_on_other_data_content_is_retrained_not_reused(tmp_path):
+    """A corpus edited in place keeps its name and token counts (the task's own description) but not its content
+    hash (fingerprint.run_key's "data"): every run trained on the old content must train again, and one on the same
+    content is reused. The key a run is stored under holds both."""
+    from odebook.study.experiment import stored_key
+
+    config = {"a": TrainConfig(steps=2, lr=1e-3, eval_interval=2, checkpoint_interval=1)}
+
+    def runs(data_hash):
+        return run_seeds({"a": tiny}, TASK, config, CPU, seeds=[0, 1], checkpoints=tmp_path, progress=False,
+                         key={"study": "x", "data": {"wiki.train.tokens": data_hash}})
+
+    assert [r.origin for r in runs("old")] == ["trained", "trained"]
+    assert [r.origin for r in runs("old")] == ["reused", "reused"]
+    assert [r.origin for r in runs("edited in place")] == ["trained", "trained"]
+    key = stored_key({"data": {"f": "h"}}, TASK)
+    assert key["data"] == {"f": "h"} and key["task"] == TASK.key and key["scored"] is True
+
+
 def test_runs_spread_over_two_devices_equal_the_runs_one_after_another():
     """odebook.training.spread's path (two worker threads, here on two CPU 'devices'; on a machine with several GPUs, one per
     GPU): the same runs in the same order, each equal to its sequential twin (fp32, within 1e-6: two threads share

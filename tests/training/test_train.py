@@ -100,6 +100,25 @@ def test_cuda_policy_uses_native_bf16_or_fp16_with_scaler():
     assert all(math.isfinite(v) for v in hist.loss)
 
 
+def test_the_t4_policy_is_fp16_with_a_scaler_and_no_tf32_on_any_gpu(monkeypatch):
+    """ODEBOOK_GPU_POLICY=t4 emulates a Colab T4 on a larger GPU (no CUDA needed to choose it); a wrong value is one
+    clear error; the CPU ignores it."""
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    monkeypatch.setenv("ODEBOOK_GPU_POLICY", "t4")
+    try:
+        prec = precision_for(torch.device("cuda"))
+        tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    assert prec.dtype == torch.float16 and prec.uses_scaler
+    assert tf32 == (False, False)
+    assert precision_for(torch.device("cpu")).dtype is None
+    monkeypatch.setenv("ODEBOOK_GPU_POLICY", "T4 please")
+    with pytest.raises(ValueError, match="ODEBOOK_GPU_POLICY='T4 please': unknown; use 't4'"):
+        precision_for(torch.device("cuda"))
+
+
 def test_evaluation_can_use_its_own_loss():
     calls = {"train": 0, "eval": 0}
 

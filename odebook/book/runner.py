@@ -121,15 +121,27 @@ def _git(*args: str, cwd: Path) -> str:
         return ""
 
 
-def _render_html(ipynb: Path, html_path: Path, error: str) -> None:
+def _render_html(ipynb: Path, html_path: Path, error: str) -> str:
+    """The notebook's HTML page; returns "" or why nbconvert could not render it. A page that cannot be rendered (no
+    HTML templates installed, say) never costs the run: the executed notebook is published all the same, and the
+    page says what went wrong and where the notebook is."""
     import nbconvert
     import nbformat
 
-    if ipynb.is_file():
-        body, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(ipynb, as_version=4))
-    else:  # the kernel never started: still leave a page that says why
+    if not ipynb.is_file():  # the kernel never started: still leave a page that says why
         body = f"<html><body><h1>{ipynb.stem} failed before executing</h1><pre>{html.escape(error)}</pre></body></html>"
+        html_path.write_text(body, encoding="utf-8")
+        return ""
+    try:
+        body, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(ipynb, as_version=4))
+    except Exception as err:  # noqa: BLE001 — any exporter failure; the notebook itself stays
+        why = f"nbconvert could not render {ipynb.name} as HTML ({type(err).__name__}: {str(err).splitlines()[0]})"
+        html_path.write_text(f"<html><body><h1>{ipynb.stem}</h1><p>{html.escape(why)}; the executed notebook "
+                             f"{html.escape(ipynb.name)} beside this page holds every output.</p></body></html>",
+                             encoding="utf-8")
+        return why
     html_path.write_text(body, encoding="utf-8")
+    return ""
 
 
 # A finished tqdm bar, as the last carriage-return segment of a line: "desc: 100%|███| 4/4 [00:01<00:00, 3.3it/s, …]"
@@ -211,7 +223,9 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     if ipynb.is_file():
         _progress_to_summaries(ipynb)
         machine_load.annotate(ipynb, *load)
-    _render_html(ipynb, stage / f"{name}.html", error)
+    html_error = _render_html(ipynb, stage / f"{name}.html", error)
+    if html_error:
+        print(f"{name}: {html_error}; the executed notebook is kept", file=sys.stderr, flush=True)
     root = book.notebooks.parent
     manifest = {
         "notebook": name, "profile": profile, "status": "failed" if error else "ok", "error": error, "traceback": trace,
@@ -222,6 +236,7 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
         "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()),
         "precision": _precision(), "processor": processor.describe(), "packages": rerun.environment(PACKAGES),
         "hashes": reports.hashes(root, name, profile), "machine_load": {**machine_load.record(*load), **waiting},
+        **({"html_error": html_error} if html_error else {}),
     }
     (stage / "manifest.json").write_text(json.dumps(manifest, indent=2))
     if not error and checkpoints.is_dir():

@@ -1,6 +1,7 @@
 """The runner on two tiny notebooks: one that works and one that raises."""
 
 import dataclasses
+import html
 import json
 import os
 import subprocess
@@ -77,6 +78,27 @@ def test_a_failed_rerun_keeps_the_last_successful_outputs(book):
     (book.notebooks / "90_ok.py").write_text(OK)  # a later success clears the failure
     runner.run_book(book, "smoke", ["90_ok"])
     assert not (out / "90_ok.failed").exists()
+
+
+def test_a_page_nbconvert_cannot_render_costs_no_run(book, monkeypatch, capsys):
+    """On a GPU machine whose nbconvert had no HTML templates, the exporter raised after study 01's t4 notebook had
+    run for 7 minutes, and the run was lost with its staging folder. Now the executed notebook, its results and
+    manifest are published, the page and the manifest say why there is no rendering, and the console says it once."""
+    import nbconvert
+
+    def no_templates(*args, **kwargs):
+        raise ValueError("No template sub-directory with name 'lab' found in the following paths:\n\t/tmp/x")
+
+    monkeypatch.setattr(nbconvert, "HTMLExporter", no_templates)
+    [result] = runner.run_book(book, "smoke", ["90_ok"])
+    out = book.outputs / "smoke" / "90_ok"
+    assert result.ok and json.loads((out / "results.json").read_text()) == {"headline": {"value": 7}}
+    assert (out / "90_ok.ipynb").is_file()
+    why = "nbconvert could not render 90_ok.ipynb as HTML (ValueError: No template sub-directory with name 'lab' " \
+          "found in the following paths:)"
+    assert json.loads((out / "manifest.json").read_text())["html_error"] == why
+    assert html.escape(why) in (out / "90_ok.html").read_text()
+    assert f"90_ok: {why}; the executed notebook is kept" in capsys.readouterr().err
 
 
 def test_invalid_parameters_stop_everything_before_any_compute(book, capsys):

@@ -226,7 +226,8 @@ print(f"seeds: looks at {plan} seeds" if p.looks else f"seeds: {p.n_seeds} at on
 # find that the hybrid beats the null arm when it is better by the margin. (For the cpu profile — looks at 3 and 5
 # seeds, SD 0.035, margin 0.05 — about two chances in three at the margin: the cap of 5 seeds is what the budget
 # allows; 8 seeds with a look at 5 would give about 0.93.) Both primaries rest on the gate: when it has come out
-# not held at a look, the study stops there (odebook.study.looks) — no further seed could make them testable.
+# not held at a look, the study stops there (odebook.study.looks) and they read "not testable at this scale" with
+# the gate's estimate and p. The gate is itself a test with error at these few seeds: more seeds could move it.
 
 # %%
 if p.design_sd > 0:

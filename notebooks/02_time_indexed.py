@@ -161,7 +161,7 @@ from odebook.study import dynamics
 from odebook.book import notebook
 from odebook.book import plots
 from odebook.study.claims import Claim, declaration, paired, settle
-from odebook.study.experiment import compare_to, loss_at_depth, run_seeds, score_test, summarize, tune_lr
+from odebook.study.experiment import compare_to, loss_at_depth, run_seeds, summarize, tune_lr, tuning_seed
 from odebook.study.looks import run_in_looks
 from odebook.study.lr_grid import check_tried
 from odebook.study.sequential import operating
@@ -261,8 +261,9 @@ print(splits.description)
 # ## Learning rate per model
 # Each model trains on the first seed at every rate of `lr_grid`; the lowest final validation loss chooses (a
 # diverging rate counts as infinite). A choice at an edge of what the model tried sends it one grid step further
-# (study.lr_grid), at most `lr_extensions` times; a choice still at an edge is *untuned*. The run at the chosen rate
-# is kept as that seed's run; its test split is scored once, like every other run's.
+# (study.lr_grid), at most `lr_extensions` times; a choice still at an edge is *untuned*. The grid runs on a seed of
+# its own, past the last confirmatory seed (`tuning_seed`): no run that chose its own rate is among the runs the
+# claims are tested on.
 
 # %%
 cfg = p.model_config(splits.vocab_size)
@@ -271,8 +272,9 @@ task = lm_task(splits, **notebook.batch_shape(p))
 config = TrainConfig.from_params(p)
 options = notebook.run_options(p, out)
 seeds, log_dir = list(options.pop("seeds")), options.pop("log_dir")
-chosen, lr_table, kept = tune_lr(builders, task, config, precision, lrs=p.lr_grid, seed=seeds[0],
-                                 max_extensions=p.lr_extensions, **options)
+chosen, lr_table, _ = tune_lr(builders, task, config, precision, lrs=p.lr_grid, seed=tuning_seed(seeds),
+                              max_extensions=p.lr_extensions, **options)
+print(f"learning rates tuned on seed {tuning_seed(seeds)}; confirmatory seeds {seeds[0]}–{seeds[-1]}")
 tried = {n: [lr for lr in lr_table.columns if pd.notna(lr_table.loc[n, lr])] for n in builders}
 grid_status = check_tried(tried, chosen, p.lr_grid, max_extensions=p.lr_extensions)
 lr_table["chosen lr"] = pd.Series(chosen)
@@ -290,7 +292,6 @@ for n, note in untuned.items():
 
 # %%
 configs = {n: dataclasses.replace(config, lr=chosen[n]) for n in builders}
-tuned = score_test(kept, task, precision)
 
 
 def per_seed(runs, name, metric=lambda r: r.test_loss):
@@ -309,7 +310,7 @@ def values_of(runs):
 
 
 looked = run_in_looks(lambda now, done: run_seeds(builders, task, configs, precision, seeds=now,
-                                                  done=[*tuned, *done], log_dir=log_dir, **options),
+                                                  done=done, log_dir=log_dir, **options),
                       claims, values_of, seeds=seeds, looks=p.looks if primaries else (), alpha=p.alpha)
 runs = looked.runs
 print(f"{looked.seeds} of {len(seeds)} seeds ran")

@@ -90,13 +90,13 @@ def _lm_runs(p: Params, tok: Tokenizer, family: str, build: Callable[[], nn.Modu
 
 
 def _tuned(p: Params, tok: Tokenizer, family: str, build: Callable[[], nn.Module], extensions: int = 0) -> list[Runs]:
-    """The grid on the first seed (validation only; the chosen run is scored on the test split once), with every
-    ``extensions`` it may take, then the other seeds at the chosen rate (odebook.study.experiment.tune_lr)."""
+    """The grid on the tuning seed (validation only), with every ``extensions`` it may take, then every seed at the
+    chosen rate (odebook.study.experiment.tune_then_run: no tuning run is a confirmatory run)."""
     steps, forwards = _lm(p, tok)
     tried = len(p.lr_grid) + extensions
     grid = Runs(family, build, tried, (steps, dataclasses.replace(forwards, n=forwards.n - p.eval_batches)),
                 part="lr grid")
-    return [grid, *[Runs(family, build, p.n_seeds - 1, (steps, forwards))] * (p.n_seeds > 1)]
+    return [grid, Runs(family, build, p.n_seeds, (steps, forwards))]
 
 
 def _prompts(tok: Tokenizer, batch_size: int, ks: Sequence[int], n_filler: int) -> Callable[[], tuple]:

@@ -5,14 +5,18 @@ interest, in the claim's own units) and its role. ``settle`` turns the per-seed 
 sequence per comparison) into verdicts:
 
 - superiority — d lies below 0 (``direction="lower"``), above 0 ("higher"), or away from 0 ("two-sided"): held when
-  the t-test rejects "no difference"; not held when the effect of interest is ruled out (one-sided: d beyond −margin
-  rejected; two-sided: TOST at ±margin).
+  the t-test rejects "no difference" — the effect is on the claimed side of 0, which need not reach the margin; the
+  margin is the smallest effect of interest, which sets the power and the futility test: not held when an effect of
+  the margin is ruled out (one-sided: d beyond −margin rejected; two-sided: TOST at ±margin). The words are those of
+  ``stats.OUTCOMES``, and every verdict's evidence names both tests with their p.
 - equivalence — TOST at ±margin (two one-sided t-tests, each at α): "equivalent"; not held when d lies outside the
   margin (the larger one-sided test, Bonferroni over the two sides).
 - non-inferiority — d is not worse than the margin on the claim's bad side: held when "d ≥ margin" (lower is
   better) is rejected; not held when "d ≤ margin" is.
-- gate — a calibration: d lies on the claimed side of the threshold ``margin``, tested at α outside every family.
-  A claim that ``rests_on`` a gate that did not hold reads "not testable at this scale" and leaves its family.
+- gate — a calibration: d lies on the claimed side of the threshold ``margin``, tested outside every family at its
+  own level (``alpha``, else the study's). A gate is a test with error like any other: at a few seeds it can fail
+  on a calibration that holds. A claim that ``rests_on`` a gate that did not hold reads "not testable at this scale"
+  with the gate's estimate, p and seeds, and leaves its family.
 - descriptive — the estimate and its interval, no test.
 
 Holm's correction runs over the primary claims only; secondary claims get their own Holm family. The held and the
@@ -58,6 +62,7 @@ class Claim:
     primary: bool = True
     rests_on: tuple[str, ...] = ()
     parts: tuple[str, ...] = ()
+    alpha: float | None = None  # a gate's own level (None: the study's)
 
     def __post_init__(self):
         where = f"claim {self.name!r}"
@@ -69,6 +74,9 @@ class Claim:
             raise ValueError(f"{where}: a {self.kind} claim has a side; direction must be 'lower' or 'higher'")
         if not math.isfinite(self.margin) or (self.kind in TESTED and self.margin <= 0):
             raise ValueError(f"{where}: margin must be a positive number in the claim's units, got {self.margin!r}")
+        if self.alpha is not None and (self.kind != "gate" or not 0 < self.alpha < 0.5):
+            raise ValueError(f"{where}: only a gate declares its own alpha, in (0, 0.5); got {self.alpha!r} on a "
+                             f"{self.kind} claim")
 
     @property
     def comparisons(self) -> tuple[str, ...]:
@@ -79,15 +87,30 @@ class Claim:
         """+1 when the claim says d is low, −1 when high: tests run on s = sign·d, whose claimed side is below."""
         return -1.0 if self.direction == "higher" else 1.0
 
+    def hypotheses(self) -> tuple[str, str]:
+        """What the test that holds the claim and the one that fails it each conclude when they reject, in words:
+        ("a − b < 0", "a − b > −0.05") for a superiority claim that a is below b with margin 0.05."""
+        m = f"{self.margin:g}"
+        if self.kind == "equivalence":
+            return f"|a − b| < {m}", f"|a − b| > {m}"
+        if self.kind == "superiority":
+            return {"lower": ("a − b < 0", f"a − b > −{m}"), "higher": ("a − b > 0", f"a − b < {m}"),
+                    "two-sided": ("a − b ≠ 0", f"|a − b| < {m}")}[self.direction]
+        if self.kind == "non-inferiority":  # the margin lies on the claim's bad side
+            return (f"a − b < {m}", f"a − b > {m}") if self.sign > 0 else (f"a − b > −{m}", f"a − b < −{m}")
+        return (f"a − b < {m}", f"a − b > {m}") if self.sign > 0 else (f"a − b > {m}", f"a − b < {m}")  # a gate
+
     def describe(self) -> str:
         """The kind with its margin, as the report prints it: "equivalence at ±0.02 nats"."""
         m, u = f"{self.margin:g}", f" {self.units}" if self.units else ""
         side = {"lower": "a below b", "higher": "a above b", "two-sided": "a differs from b"}[self.direction]
-        text = {"superiority": f"superiority ({side}), margin {m}{u}",
+        text = {"superiority": f"superiority ({side}): tested against 0, smallest effect of interest {m}{u} "
+                               "(power, futility)",
                 "equivalence": f"equivalence at ±{m}{u}",
                 "non-inferiority": f"non-inferiority ({'lower' if self.sign > 0 else 'higher'} is better), "
                                    f"margin {m}{u}",
-                "gate": f"gate: a − b {'below' if self.sign > 0 else 'above'} {m}{u}",
+                "gate": f"gate: a − b {'below' if self.sign > 0 else 'above'} {m}{u}"
+                        + (f", at its own α = {self.alpha:g}" if self.alpha is not None else ""),
                 "descriptive": "descriptive"}[self.kind]
         return text + (f"; all of {len(self.parts)} comparisons (intersection–union)" if len(self.parts) > 1 else "")
 
@@ -200,6 +223,7 @@ class Settled:
     p_fail: float = math.nan
     p_adjusted: float = math.nan
     family: str = ""
+    p_fail_adjusted: float = math.nan
     needs: tuple[int | None, int | None] = (None, None)
     note: str = ""
     power: float = 0.8
@@ -210,8 +234,15 @@ class Settled:
                           for name, t in zip(c.comparisons, self.tests))
         out = [parts] if parts else []
         if c.kind != "descriptive" and self.tests:
+            hold, fail = c.hypotheses()
             adjusted = c.kind in TESTED and math.isfinite(self.p_adjusted)
-            out.append(f"p = {self.p_hold:.3g}" + (f", Holm p = {self.p_adjusted:.3g}" if adjusted else ""))
+            out.append(f"p = {self.p_hold:.3g} for {hold} (holds the claim)"
+                       + (f", Holm p = {self.p_adjusted:.3g}" if adjusted else "")
+                       + f", p = {self.p_fail:.3g} for {fail} (fails it)"
+                       + (f", Holm p = {self.p_fail_adjusted:.3g}" if adjusted else ""))
+        if self.outcome == "not held" and any(_constant(t) for t in self.tests):
+            out.append("identical differences in every seed: failed at the t-test's limit as the spread goes to 0 "
+                       "(a rule adopted on 2026-11-25 after the first run it decided, study 04's mechanism claim)")
         if self.outcome.startswith("inconclusive") and c.kind in TESTED:
             at_margin, at_observed = (f"≈ {n}" if n else f"more than {pw.MAX_SEEDS:,}" for n in self.needs)
             out.append(f"{self.power:.0%} power needs {at_margin} seeds at the margin, {at_observed} at the "
@@ -225,12 +256,20 @@ class Settled:
                        self.claim.units)
 
 
+def _constant(t: PartTest) -> bool:
+    """The differences did not vary across seeds (up to rounding), as ``_p`` judges it."""
+    return t.estimate.n >= 2 and not t.sd > 1e-12 * max(1.0, abs(t.estimate.mean))
+
+
 def _gate_failures(claims: Sequence[Claim], gates: Mapping[str, Settled]) -> dict[str, str]:
+    """For each claim resting on a gate that did not hold: which gate, and what it rests on (its estimate, the p of
+    both its tests, the seeds) — a gate is a test with error, which more seeds can move."""
     out = {}
     for c in claims:
-        failed = [f"{g!r} came out {gates[g].outcome}" for g in c.rests_on if gates[g].outcome != "held"]
+        failed = [f"gate {g!r} {gates[g].outcome}" + (f": {gates[g].evidence()}" if gates[g].tests else "")
+                  for g in c.rests_on if gates[g].outcome != "held"]
         if failed:
-            out[c.name] = "rests on the gate " + ", ".join(failed)
+            out[c.name] = "; ".join(failed)
     return out
 
 
@@ -263,8 +302,9 @@ def settle(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], *, al
                 done[c.name] = Settled(c, "not run", note="no values")
                 continue
             tests, p_hold, p_fail = tested
-            outcome = ("descriptive" if c.kind == "descriptive" else "held" if p_hold < alpha
-                       else "not held" if p_fail < alpha else "inconclusive")
+            level = c.alpha if c.alpha is not None else alpha
+            outcome = ("descriptive" if c.kind == "descriptive" else "held" if p_hold < level
+                       else "not held" if p_fail < level else "inconclusive")
             done[c.name] = Settled(c, outcome, tests, p_hold, p_fail)
     untestable = _gate_failures(claims, done)
     for primary, label in ((True, "primary"), (False, "secondary")):
@@ -287,7 +327,7 @@ def settle(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], *, al
             else:
                 needs = seeds_needed(c, tests, alpha / len(rows), power)  # the level wherever Holm puts it
                 outcome = NEEDS.format(n=needs[0]) if needs[0] else "inconclusive"
-            done[c.name] = Settled(c, outcome, tests, p_hold, p_fail, q_hold, name, needs, power=power)
+            done[c.name] = Settled(c, outcome, tests, p_hold, p_fail, q_hold, name, q_fail, needs=needs, power=power)
     return [done[n] for n in names]
 
 

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from odebook.training import checkpoint as ckpt
-from odebook.training.fingerprint import run_fingerprint
+from odebook.training.fingerprint import run_fingerprint, stored_key
 from odebook.study.flops import forward_flops
 from odebook.study.lr_grid import check_tried
 from odebook.models.lm import count_params, ode_blocks, param_groups
@@ -38,7 +38,7 @@ from odebook.study.stats import mean_ci, paired_test
 from odebook.study.task import Task
 from odebook.training.train import DivergenceError, History, TrainConfig, evaluate, train
 
-__all__ = ["Run", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "tune_then_run", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios",
+__all__ = ["Run", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "tuning_seed", "tune_then_run", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios",
            "WARMUP_STEPS"]
 
 WARMUP_STEPS = 5  # step times of the first steps (allocator, caches) are left out of ms/step
@@ -81,14 +81,6 @@ def _default_groups(name: str, model: nn.Module):
     return param_groups(model)
 
 
-def stored_key(key: Mapping | None, task: Task) -> dict:
-    """The key a run's checkpoint is saved and looked up under: the study's (``fingerprint.run_key``: its parameters
-    and the content hashes of every data file), the task's own description under its own name, and whether the run
-    is scored on the test split. The task's description never replaces the study's entries: its "data" names the
-    corpus and its token counts, which an edit in place of the same size leaves unchanged."""
-    return {**(key or {}), "task": dict(task.key), "scored": task.test is not None}
-
-
 def run_one(name: str, build: Callable[[], nn.Module], seed: int, task: Task, config: TrainConfig,
             precision: Precision, *, groups: Groups = _default_groups, progress: bool = True,
             log_dir: Path | None = None, checkpoints: Path | None = None, fresh: bool = False,
@@ -116,7 +108,7 @@ def run_one(name: str, build: Callable[[], nn.Module], seed: int, task: Task, co
     trained = train_once(
         f"{name}_seed{seed}_lr{config.lr:g}", model, lambda: task.batches(seed), task.valid, config, precision,
         checkpoints=checkpoints, fresh=fresh, finish=finish, reuse_only=reuse_only,
-        key=stored_key(key, task), groups=groups(name, model),
+        key=stored_key(key, task.key, scored=task.test is not None), groups=groups(name, model),
         loss_fn=task.loss_fn, eval_loss_fn=task.eval_loss_fn, desc=f"{name} seed {seed} lr {config.lr:g}",
         progress=progress, log_dir=log_dir / f"{name}_seed{seed}" if log_dir else None)
     if trained is None:
@@ -261,21 +253,26 @@ def score_test(runs: Sequence[Run], task: Task, precision: Precision) -> list[Ru
     return [_scored(r, task, precision) for r in runs]
 
 
+def tuning_seed(seeds: Sequence[int]) -> int:
+    """The seed a study tunes its learning rates on: one past its last confirmatory seed (the cap of its looks), so
+    no run that chose its own rate is ever among the runs a claim is tested on."""
+    return max(seeds) + 1
+
+
 def tune_then_run(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config: TrainConfig,
                   precision: Precision, *, lrs: Sequence[float], seeds: Sequence[int], progress: bool = True,
                   checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None,
                   executor: Executor | None = None, max_extensions: int = 0,
                   **options) -> tuple[list[Run], pd.DataFrame, dict[str, float]]:
-    """Each model's lr chosen on the first seed (``tune_lr``: validation only, extending the grid past an edge
-    choice at most ``max_extensions`` times), the chosen run kept as that seed's and scored once, the other seeds run
-    at the chosen rate (``run_seeds``; ``options`` pass on to it). Returns the runs, the grid's table and the chosen
-    lr per model."""
+    """Each model's lr chosen on its own seed (``tuning_seed``: past every seed in ``seeds``; ``tune_lr``:
+    validation only, extending the grid past an edge choice at most ``max_extensions`` times), then every seed of
+    ``seeds`` run at the chosen rate (``run_seeds``; ``options`` pass on to it): no tuning run is a confirmatory
+    run. Returns the runs, the grid's table and the chosen lr per model."""
     shared = dict(progress=progress, checkpoints=checkpoints, fresh=fresh, key=key, executor=executor)
-    chosen, table, kept = tune_lr(builders, task, config, precision, lrs=lrs, seed=seeds[0],
-                                  max_extensions=max_extensions, **shared)
+    chosen, table, _ = tune_lr(builders, task, config, precision, lrs=lrs, seed=tuning_seed(seeds),
+                               max_extensions=max_extensions, **shared)
     configs = {name: dataclasses.replace(config, lr=chosen[name]) for name in builders}
-    runs = run_seeds(builders, task, configs, precision, seeds=seeds, done=score_test(kept, task, precision),
-                     **shared, **options)
+    runs = run_seeds(builders, task, configs, precision, seeds=seeds, **shared, **options)
     return runs, table, chosen
 
 

@@ -5,9 +5,12 @@ stopped (efficacy, futility, or the cap), and runs the next look's new seeds onl
 ran are kept, so a look costs only its new seeds. The verdicts: the primary claims take their sequential decision
 (efficacy → held or equivalent, futility → not held, the cap → inconclusive with the seeds a fixed study at their
 level would need); gates, descriptive and secondary claims are settled by ``claims.settle`` on every seed that ran.
-With no interim looks the study runs its seeds at once and ``claims.settle`` decides everything (Holm). When every
-primary claim rests on a gate (a calibration) that has come out not held, the looks stop there: those claims read
-"not testable at this scale" whatever further seeds would show.
+With no interim looks the study runs its seeds at once and ``claims.settle`` decides everything (Holm over the
+primaries). With looks, each of the m primary claims is decided at α/m (Bonferroni: the sequential stand-in for
+Holm, which would need a group-sequential Holm procedure). When every primary claim rests on a gate (a calibration)
+that has come out not held, the looks stop there and those claims read "not testable at this scale" with the gate's
+numbers. The gate is a test with error: more seeds could move it, and a study that can afford them declares more
+seeds before its first look, or the gate's own level (``Claim.alpha``).
 """
 
 from __future__ import annotations
@@ -56,6 +59,10 @@ def settle_looked(claims: Sequence[Claim], values: Mapping[str, Sequence[float]]
             needs = seeds_needed(s.claim, s.tests, level, power)
             outcome = NEEDS.format(n=needs[0]) if needs[0] else "inconclusive"
         how = f"{d.action} at {d.n} seeds" if d.action != "cap" else f"no boundary crossed by the cap ({d.n} seeds)"
+        if d.looks:  # the deciding look's p against its nominal level (a compound claim's parts: its looks table)
+            last, (hold, fail) = d.looks[-1], s.claim.hypotheses()
+            how += (f" (p = {last.p_hold:.3g} for {hold} against its nominal level {last.level_hold:.3g}, "
+                    f"p = {last.p_fail:.3g} for {fail} against {last.level_fail:.3g})")
         out.append(replace(s, outcome=outcome, p_adjusted=math.nan, needs=needs,
                            family=f"primary, {len(decisions)} in looks at α/{len(decisions)} each",
                            note="; ".join(x for x in (f"looks: {how}", s.note) if x)))

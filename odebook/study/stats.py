@@ -68,6 +68,15 @@ def proportion_ci(successes: int, n: int, *, level: float = 0.95, method: str = 
 
 
 OUTCOMES = ("held", "not held", "equivalent", "not testable at this scale", "inconclusive", "descriptive", "not run")
+# What each word means, in every verdict of the book (study.claims.settle, stats.holm_verdicts, the looks):
+# - held: the test of the claim rejected its null — for a superiority claim "no difference" (a − b = 0): the effect
+#   lies on the claimed side of 0, not necessarily beyond the margin, which is the smallest effect of interest (it
+#   sets the power and the futility test);
+# - not held: the test of the claim's failure rejected — the claimed effect is ruled out: an effect as large as the
+#   margin (a threshold test, which has none: any effect on the claimed side of its threshold);
+# - equivalent: both one-sided tests at ±margin rejected (TOST);
+# - not testable at this scale: a calibration (gate) the claim rests on came out not held, with its own error;
+# - inconclusive: neither test rejected at its level.
 NEEDS = "inconclusive — needs ≈ {n} seeds"  # an inconclusive verdict that says what it would take (study.claims)
 
 
@@ -263,8 +272,8 @@ class PairedTest:
             return (f"{head}{what} = {self.interval.mean:.4g} vs {self.threshold:+.4g}, equal in all "
                     f"{self.interval.n} seeds: no t-test (a difference that does not vary across seeds is left "
                     "inconclusive, see stats.decide)")
-        return (f"{head}{what} = {self.interval} vs {self.threshold:+.4g}, paired t = {self.t:.3g}, p = {self.p:.3g}, "
-                f"d_z = {self.dz:+.2f}")
+        return (f"{head}{what} = {self.interval} vs {self.threshold:+.4g}, paired t = {self.t:.3g}, two-sided "
+                f"p = {self.p:.3g}, d_z = {self.dz:+.2f}")
 
 
 def paired_test(a: Sequence[float], b: Sequence[float], *, claim: str, threshold: float = 0.0,
@@ -299,8 +308,9 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 
 def paired_outcome(test: PairedTest, p_adjusted: float, alpha: float) -> str:
     """'held' when the Holm-adjusted p is below ``alpha`` and the mean lies on the claimed side of the threshold,
-    'not held' when it is below ``alpha`` on the other side, else 'inconclusive' (too few seeds, no variation, or
-    no significant difference). This is ``decide`` with the interval's level set by Holm's procedure."""
+    'not held' when it is below ``alpha`` on the other side — the claimed side is ruled out, the meaning 'not held'
+    has everywhere (OUTCOMES), with the threshold as the margin — else 'inconclusive' (too few seeds, no variation,
+    or no significant difference). This is ``decide`` with the interval's level set by Holm's procedure."""
     if math.isnan(p_adjusted) or p_adjusted >= alpha:
         return "inconclusive"
     below = test.interval.mean < test.threshold
@@ -311,7 +321,12 @@ def holm_verdicts(tests: dict[str, list[PairedTest]], alpha: float, scale: str |
                   notes: dict[str, str] | None = None) -> list[Verdict]:
     """One Verdict per claim; a claim made of several paired tests (all must hold; any not held makes it not held)
     gets each test's outcome. Every test of every claim is one member of the Holm family. ``scale``: one for all
-    claims, or one per claim."""
+    claims, or one per claim. A calibration (a claim named "calibration…") is a family of its own: mixed with claims
+    it would take a share of their α, so a family that mixes them is refused."""
+    calibrations = [c for c in tests if c.startswith("calibration")]
+    if calibrations and len(calibrations) < len(tests):
+        raise ValueError(f"holm_verdicts: calibrations {calibrations} share a family with claims; settle them as a "
+                         "family of their own")
     flat = [(claim, t) for claim, ts in tests.items() for t in ts]
     adjusted = holm([t.p for _, t in flat])
     verdicts = []

@@ -20,7 +20,7 @@ from torch import nn
 
 from odebook.training import checkpoint as ckpt
 
-__all__ = ["NOT_ARITHMETIC", "arithmetic", "content_hashes", "run_key", "run_fingerprint"]
+__all__ = ["NOT_ARITHMETIC", "arithmetic", "content_hashes", "run_key", "stored_key", "run_fingerprint"]
 
 # Parameters that change where outputs go, which seeds run (the seed is in each run's tag), logging, checkpoint
 # cadence and where the runs execute, but not one number of a run.
@@ -40,6 +40,14 @@ def run_key(params: Any) -> dict[str, Any]:
     parameters and the content hashes of the data files they name (``params.data_files()``)."""
     files = params.data_files() if hasattr(params, "data_files") else []
     return {"study": params.study, **arithmetic(params), "data": content_hashes(files)}
+
+
+def stored_key(key: Mapping[str, Any] | None, task: Mapping[str, Any], *, scored: bool) -> dict[str, Any]:
+    """The key a run's checkpoint is saved and looked up under (study.experiment.run_one): the study's ``run_key``
+    (its parameters and the content hashes of every data file), the task's own description under its own name, and
+    whether the run is scored on the test split. The task's description never replaces the study's entries: its
+    "data" names the corpus and its token counts, which an edit in place of the same size leaves unchanged."""
+    return {**(key or {}), "task": dict(task), "scored": scored}
 
 
 def content_hashes(files: Iterable[str | Path]) -> dict[str, str]:

@@ -152,3 +152,64 @@ def test_identical_differences_can_rule_an_effect_out_but_never_hold_one():
     eq = Claim("same", "equivalence", margin=0.1)
     assert settle([eq], {"same": [0.3] * 4})[0].outcome == "not held"
     assert settle([eq], {"same": [0.0] * 4})[0].outcome == "inconclusive"
+
+
+def test_held_means_beyond_zero_and_the_evidence_says_what_each_test_concluded():
+    """The book's semantic (stats.OUTCOMES): a superiority claim is held when the effect lies on the claimed side
+    of 0, not necessarily beyond the margin. An effect between 0 and the margin (0.065 against 0.15) is held, and the
+    evidence names both tests with their p: the one that held it (a − b > 0) and the one that would fail it
+    (a − b < 0.15), which here rejects too — the effect is real and below the smallest effect of interest."""
+    claim = Claim("a beats b", "superiority", margin=0.15, direction="higher", units="accuracy")
+    [s] = settle([claim], {"a beats b": [0.05, 0.08, 0.06, 0.07]})
+    assert s.outcome == "held" and s.p_fail < 0.05
+    assert "tested against 0, smallest effect of interest 0.15 accuracy" in claim.describe()
+    assert f"p = {s.p_hold:.3g} for a − b > 0 (holds the claim)" in s.evidence()
+    assert f"p = {s.p_fail:.3g} for a − b < 0.15 (fails it)" in s.evidence()
+
+
+@pytest.mark.parametrize("claim, d", [
+    (Claim("x", "superiority", margin=0.1), [-0.3, -0.2, -0.25]),
+    (Claim("x", "superiority", margin=0.1), [0.3, 0.2, 0.25]),
+    (Claim("x", "superiority", margin=0.1, direction="two-sided"), [0.01, -0.02, 0.0, 0.01]),
+    (Claim("x", "equivalence", margin=0.1), [0.01, -0.02, 0.0]),
+    (Claim("x", "non-inferiority", margin=0.1, direction="higher"), [0.01, -0.02, 0.0]),
+    (Claim("x", "gate", margin=0.05, direction="higher"), [0.01, -0.02, 0.03]),
+])
+def test_the_deciding_p_and_the_other_sides_are_in_the_evidence_of_every_settled_claim(claim, d):
+    [s] = settle([claim], {"x": d})
+    hold, fail = claim.hypotheses()
+    assert f"p = {s.p_hold:.3g} for {hold}" in s.evidence() and f"p = {s.p_fail:.3g} for {fail}" in s.evidence()
+    assert s.outcome in ("held", "equivalent", "not held") or s.outcome.startswith("inconclusive")
+
+
+def test_a_gate_has_its_own_level_and_a_failed_gate_says_what_it_rested_on():
+    """01's gate read "not held … p = 0.951" while the test that failed it had p = 0.049 at n = 3: the claims that
+    rest on it now show the gate's estimate, both p and its seeds; a gate declared at its own α = 0.01 does not
+    fail on that p."""
+    d = {"gate": [0.01, -0.02, 0.03], "ni": [0.01, 0.02, 0.0]}
+    gate = Claim("gate", "gate", margin=0.05, direction="higher")
+    ni = Claim("ni", "non-inferiority", margin=0.05, rests_on=("gate",))
+    g, n = settle([gate, ni], d)
+    assert g.outcome == "not held" and 0.04 < g.p_fail < 0.05
+    assert n.outcome == "not testable at this scale"
+    assert "gate 'gate' not held: mean a − b = 0.006667" in n.evidence() and "(n = 3)" in n.evidence()
+    assert f"p = {g.p_fail:.3g} for a − b < 0.05 (fails it)" in n.evidence()
+    strict, _ = settle([Claim("gate", "gate", margin=0.05, direction="higher", alpha=0.01), ni], d)
+    assert strict.outcome == "inconclusive" and "at its own α = 0.01" in strict.claim.describe()
+    with pytest.raises(ValueError, match="only a gate declares its own alpha"):
+        Claim("x", "superiority", margin=0.1, alpha=0.01)
+
+
+def test_not_held_has_one_meaning_and_calibrations_are_a_family_of_their_own():
+    """'not held' is the claimed effect ruled out — in settle at the claim's margin, in holm_verdicts at its
+    threshold (significant on the other side); a calibration mixed into a family of claims is refused."""
+    from odebook.study.stats import holm_verdicts, paired_test
+
+    below = paired_test([1.0, 1.1, 1.2, 1.05], [1.5, 1.6, 1.55, 1.7], claim="above")
+    [v] = holm_verdicts({"a above b": [below]}, 0.05)
+    assert v.outcome == "not held" and "two-sided p" in v.evidence
+    [s] = settle([Claim("a above b", "superiority", margin=0.01, direction="higher")],
+                 {"a above b": [-0.5, -0.5, -0.35, -0.65]})
+    assert s.outcome == "not held"
+    with pytest.raises(ValueError, match="share a family with claims"):
+        holm_verdicts({"a above b": [below], "calibration: zeroed (must not hold)": [below]}, 0.05)

@@ -7,7 +7,7 @@ import torch
 
 from odebook.models import lm as models
 from odebook.data.corpus import TokenSplits
-from odebook.study.experiment import compare_to, run_seeds, score_test, tune_lr, tune_then_run
+from odebook.study.experiment import compare_to, run_seeds, score_test, tune_lr, tune_then_run, tuning_seed
 from odebook.study.task import Task, lm_task
 from odebook.training.executor import Local
 from odebook.training.runtime import precision_for
@@ -84,7 +84,7 @@ def test_a_run_trained_on_other_data_content_is_retrained_not_reused(tmp_path):
     """A corpus edited in place keeps its name and token counts (the task's own description) but not its content
     hash (fingerprint.run_key's "data"): every run trained on the old content must train again, and one on the same
     content is reused. The key a run is stored under holds both."""
-    from odebook.study.experiment import stored_key
+    from odebook.training.fingerprint import stored_key
 
     config = {"a": TrainConfig(steps=2, lr=1e-3, eval_interval=2, checkpoint_interval=1)}
 
@@ -95,7 +95,7 @@ def test_a_run_trained_on_other_data_content_is_retrained_not_reused(tmp_path):
     assert [r.origin for r in runs("old")] == ["trained", "trained"]
     assert [r.origin for r in runs("old")] == ["reused", "reused"]
     assert [r.origin for r in runs("edited in place")] == ["trained", "trained"]
-    key = stored_key({"data": {"f": "h"}}, TASK)
+    key = stored_key({"data": {"f": "h"}}, TASK.key, scored=True)
     assert key["data"] == {"f": "h"} and key["task"] == TASK.key and key["scored"] is True
 
 
@@ -119,16 +119,20 @@ def test_runs_spread_over_two_devices_equal_the_runs_one_after_another():
     assert grid[0][0] == grid[1][0] == {"a": 1e-3} and math.isinf(grid[1][1].loc["a", 1e30])
 
 
-def test_tune_then_run_is_the_tuning_then_the_seeds_at_the_chosen_rate():
+def test_tune_then_run_tunes_on_a_seed_of_its_own_then_runs_every_confirmatory_seed(tmp_path):
+    """The rate is chosen on tuning_seed (past the last confirmatory seed): no tuning run is among the confirmatory
+    runs, which equal run_seeds at the chosen rate — also where checkpoints would let a tuning run be reused."""
     builders = {"a": tiny, "b": lambda: models.gpt(vocab_size=20, d_model=8, n_layer=2, n_head=2, max_seq_len=8)}
     config = TrainConfig(steps=4, lr=1.0, eval_interval=4, weight_decay=0.0)
-    runs, table, chosen = tune_then_run(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], seeds=[0, 1], progress=False)
-    by_hand, _, kept = tune_lr(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], seed=0, progress=False)
+    runs, table, chosen = tune_then_run(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], seeds=[0, 1], progress=False,
+                                        checkpoints=tmp_path)
+    assert tuning_seed([0, 1]) == 2 and tuning_seed([5, 3, 4]) == 6
+    by_hand, _, _ = tune_lr(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], seed=2, progress=False)
     again = run_seeds(builders, TASK, {n: TrainConfig(steps=4, lr=by_hand[n], eval_interval=4, weight_decay=0.0)
-                                       for n in builders}, CPU, seeds=[0, 1], done=score_test(kept, TASK, CPU),
-                      progress=False)
+                                       for n in builders}, CPU, seeds=[0, 1], progress=False)
     assert chosen == by_hand and list(table.index) == ["a", "b"]
     assert [(r.model, r.seed, r.lr) for r in runs] == [(r.model, r.seed, r.lr) for r in again]
+    assert [r.origin for r in runs] == ["trained"] * 4  # none reused from the grid's checkpoints
     assert [r.test_loss for r in runs] == [r.test_loss for r in again] and all(math.isfinite(r.test_loss) for r in runs)
 
 

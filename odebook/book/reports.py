@@ -21,7 +21,7 @@ import json
 import shutil
 from pathlib import Path
 
-from odebook.book import code_hash, findings, index
+from odebook.book import code_hash, findings
 
 __all__ = ["REPORTS", "LEFT_OUT", "odebook_hash", "hashes", "publish", "stale", "check", "verdict_table",
            "update_readme", "readme_markers", "README_START", "README_END"]
@@ -92,12 +92,9 @@ def stale(root: Path, profile: str) -> dict[str, list[str]]:
 
 
 def check(root: Path, profile: str) -> dict[str, list[str]]:
-    """Print which committed reports are stale and rewrite their index with a note on each; returns ``stale``."""
+    """Print which committed reports are stale; returns ``stale``. Writes nothing: the committed reports, their front
+    page and the checkout stay as they are (a re-made report is what changes them)."""
     found = stale(root, profile)
-    notes = {name: f"stale: its {', '.join(parts)} changed since it ran" for name, parts in found.items() if parts}
-    if notes:
-        notebooks = sorted((root / "notebooks").glob("[0-9][0-9]_*.py"))
-        index.write_index(root / REPORTS / profile, notebooks, profile, notes=notes)
     for name, parts in found.items():
         print(f"{profile}/{name}: {'stale — ' + ', '.join(parts) + ' changed' if parts else 'up to date'}")
     if not found:

@@ -144,7 +144,8 @@ class Params:
                                 "logs; '' = <checkpoint folder>/jobs")
     slurm_partition: str = spec("", help="submitit on SLURM: the partition; '' = the cluster's default")
     slurm_time_min: int = spec(120, ge=1, help="submitit: each job's time limit in minutes")
-    slurm_gpus_per_job: int = spec(1, ge=0, help="submitit on SLURM: GPUs per job (one run each)")
+    slurm_gpus_per_job: int = spec(0, ge=0, help="submitit on SLURM: GPUs per job (one run each); 0 = none asked, "
+                                                 "for a CPU partition")
     slurm_array_parallelism: int = spec(16, ge=1, help="submitit: jobs of one array running at once")
 
     # -- construction ---------------------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ class Submitit:
     cluster: str | None = None
     partition: str = ""
     time_min: int = 60
-    gpus_per_job: int = 1
+    gpus_per_job: int = 0  # none asked unless the profile says so: a CPU partition refuses a GPU request
     array_parallelism: int = 16
     poll_s: float = 2.0
     progress: bool = True
@@ -80,7 +80,8 @@ class Submitit:
 
         ex = submitit.AutoExecutor(folder=self.folder / "%j", cluster=self.cluster)
         ex.update_parameters(timeout_min=self.time_min, slurm_array_parallelism=self.array_parallelism,
-                             **({"gpus_per_node": self.gpus_per_job} if ex.cluster == "slurm" else {}),
+                             **({"gpus_per_node": self.gpus_per_job} if ex.cluster == "slurm" and self.gpus_per_job
+                                else {}),
                              **({"slurm_partition": self.partition} if self.partition else {}))
         if ex.cluster == "local":  # every job starts at once on this machine: threads spinning while they wait for
             # a descheduled partner would starve the others (odebook.book.wait_policy), so they wait passively

@@ -15,6 +15,10 @@ from odebook.study.stats import outcome_word
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = sorted(p for p in (ROOT / reports.REPORTS).glob("*/*") if p.is_dir())
 INJECTED = {"output_dir", "checkpoint_dir", "fresh"}  # set by the runner, not by the parameter file
+# where a report's runs were executed, not what they computed: a default of these changed since (slurm_gpus_per_job,
+# 1 → 0) does not make a report another profile's
+WHERE_RUN = {"executor", "executor_folder", "slurm_partition", "slurm_time_min", "slurm_gpus_per_job",
+             "slurm_array_parallelism"}
 MAX_BYTES = 20 * 2**20
 
 
@@ -40,9 +44,9 @@ def test_a_committed_report_is_well_formed_and_ran_with_its_profiles_parameters(
     expected = validate_values(name, ROOT / "params" / profile / f"{name}.yaml")[0].to_dict()
     # a parameter added since the report ran was run at its default (make check-reports says the report is stale)
     default = STUDIES[name]().to_dict()
-    ran = {k: v for k, v in manifest["parameters"].items() if k not in INJECTED}
+    ran = {k: v for k, v in manifest["parameters"].items() if k not in INJECTED | WHERE_RUN}
     later = {k for k in expected.keys() - ran.keys() if expected[k] == default[k]}
-    assert ran == {k: v for k, v in expected.items() if k not in INJECTED | later}, \
+    assert ran == {k: v for k, v in expected.items() if k not in INJECTED | WHERE_RUN | later}, \
         f"{report}: not the profile's parameters"
     assert not list(report.rglob("*.pt")) and not (report / "tensorboard").exists()
     assert str(ROOT) not in (report / f"{name}.ipynb").read_text(encoding="utf-8")
@@ -151,14 +155,19 @@ def test_the_table_and_the_front_page_show_a_declared_claims_verdict_kind_and_ma
     assert "<b>test</b>: equivalence at ±0.02 nats<br><b>family</b>: primary, Holm over 2<br>" in page
 
 
-def test_a_report_goes_stale_when_its_notebook_parameters_or_odebook_change_and_the_index_says_so(tmp_path):
+def test_a_report_goes_stale_when_its_notebook_parameters_or_odebook_change_and_checking_writes_nothing(tmp_path,
+                                                                                                    capsys):
+    """make check-reports says which reports are stale and writes no file: it rewrote the committed front page
+    (whose thumbnails it chose by file times, all equal in a fresh clone), and every later run was 'git_dirty'."""
     root = _book(tmp_path)
     reports.publish(root, "cpu")
     assert reports.check(root, "cpu") == {"01_x": []}
     (root / "params" / "cpu" / "01_x.yaml").write_text("steps: 4\n")
     (root / "notebooks" / "01_x.py").write_text("# # 01 · x, changed\n")
+    before = {p: p.read_bytes() for p in (root / reports.REPORTS).rglob("*") if p.is_file()}
     assert reports.check(root, "cpu") == {"01_x": ["notebook", "parameters"]}
-    assert "stale: its notebook, parameters changed" in (root / reports.REPORTS / "cpu" / "index.html").read_text()
+    assert "cpu/01_x: stale — notebook, parameters changed" in capsys.readouterr().out
+    assert {p: p.read_bytes() for p in (root / reports.REPORTS).rglob("*") if p.is_file()} == before
     manifest = root / reports.REPORTS / "cpu" / "01_x" / "manifest.json"
     manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "hashes": {
         **reports.hashes(root, "01_x", "cpu"), "odebook": "0" * 16}}))

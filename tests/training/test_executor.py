@@ -121,6 +121,7 @@ def test_a_notebook_with_executor_submitit_gives_the_local_runs_results(tmp_path
     local executor, as on a machine without SLURM): its runs went to subprocesses, and every run's history and test
     loss, and every verdict, are those of the runs in the notebook's own process."""
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    without_slurm(monkeypatch)
     params = tmp_path / "params"
     shutil.copytree(ROOT / "params" / "smoke", params / "smoke")
     (params / "cluster").mkdir()
@@ -134,6 +135,31 @@ def test_a_notebook_with_executor_submitit_gives_the_local_runs_results(tmp_path
                    for p in ("smoke", "cluster"))
     assert jobs_in(tmp_path / "jobs") == len(there["runs"]) > 0
     assert untimed(there["runs"]) == untimed(here["runs"]) and there["verdicts"] == here["verdicts"]
+
+
+def without_slurm(monkeypatch) -> None:
+    """PATH without the folders that hold ``srun``: submitit then takes its local executor on any machine (on one
+    with SLURM this test submitted to the cluster and failed)."""
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    monkeypatch.setenv("PATH", os.pathsep.join(d for d in path if not (Path(d) / "srun").exists()))
+
+
+def test_slurm_jobs_ask_for_a_gpu_only_when_the_profile_says_so(tmp_path, monkeypatch):
+    """A CPU partition refuses a GPU request ("Invalid generic resource (gres) specification"): by default the
+    jobs ask for none; slurm_gpus_per_job asks for that many. (A stand-in ``srun`` lets submitit build its SLURM
+    executor here; nothing is submitted.)"""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (fake / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ.get('PATH', '')}")
+
+    def gpus(ex: Submitit) -> dict:
+        return {k: v for k, v in ex._executor()._executor.parameters.items() if "gpu" in k or "gres" in k}
+
+    assert Submitit(tmp_path / "jobs", cluster="slurm").gpus_per_job == 0
+    assert gpus(Submitit(tmp_path / "jobs", cluster="slurm")) == {}
+    assert gpus(Submitit(tmp_path / "jobs", cluster="slurm", gpus_per_job=1)) == {"gpus_per_node": 1}
 
 
 def untimed(runs: list[dict]) -> list[dict]:

@@ -4,7 +4,8 @@ in the claim's units, n — primary claims first, and the statistics (tests, Hol
 The effect comes from a verdict's structured ``effects`` (``stats.Verdict.to_dict``, filled by ``claims.Settled``);
 a verdict of the older form has none, and its effect is read from the first intervals its evidence prints
 ("mean a − b = 0.017 [-0.041, 0.075] (n = 3)"); a verdict with neither (a count, a ratio) shows its evidence's first
-clause. Used by the front page (odebook.book.index) and the README's verdict table (odebook.book.reports).
+clause. Used by the front page (odebook.book.index), the README's verdict table (odebook.book.reports) and the
+findings that open each report (odebook.book.runner).
 """
 
 from __future__ import annotations
@@ -137,6 +138,14 @@ def html_list(verdicts: Sequence[dict], colour) -> str:
                   ("Other claims", [v for v in verdicts if not is_primary(v)])]
     return "".join((f"<h3>{title}</h3>" if title else "") + "<ul class='verdicts'>"
                    + "".join(_item(v, colour, scale) for v in group) + "</ul>" for title, group in groups if group)
+
+
+def markdown_list(verdicts: Sequence[dict]) -> str:
+    """The findings as a Markdown list, primary claims first: "- **verdict** — claim: effect" (a report's first
+    cell, odebook.book.runner)."""
+    return "\n".join(f"- **{v.get('verdict', '')}** — {v.get('claim', '')}"
+                     + (f": {_effect_text(v)}" if _effect_text(v) else "")
+                     + (" *(primary)*" if is_primary(v) else "") for v in ordered(verdicts))
 
 
 def _cell(text: str) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from unittest import mock
 from pathlib import Path
 
-from odebook.book import index, kernel, machine_load, processor, publish, wait_policy
+from odebook.book import findings, index, kernel, machine_load, processor, publish, wait_policy
 from odebook.book import reports, rerun
 from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, validate_values
@@ -176,6 +176,30 @@ def _progress_to_summaries(ipynb: Path) -> None:
     nbformat.write(nb, ipynb)
 
 
+FINDINGS = "## Findings"
+
+
+def _findings_first(ipynb: Path, results: Path) -> None:
+    """A report opens on what it found: after its title (its first cell, where that is Markdown), a Markdown cell
+    with each claim's verdict and effect (primary claims first; odebook.book.findings) and the scale once, read from
+    the run's results.json — the statistics stay where the notebook computed them. Nothing where there are no
+    verdicts."""
+    import nbformat
+
+    verdicts = json.loads(results.read_text()).get("verdicts", []) if results.is_file() else []
+    if not verdicts:
+        return
+    nb = nbformat.read(ipynb, as_version=4)
+    scale = findings.study_scale(verdicts)
+    lines = [FINDINGS, "", findings.markdown_list(verdicts)]
+    if scale:
+        lines += ["", f"Measured at {scale}. What each verdict rests on (tests, families, looks) is in the "
+                  "report's last section."]
+    at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
+    nb.cells.insert(at, nbformat.v4.new_markdown_cell("\n".join(lines)))
+    nbformat.write(nb, ipynb)
+
+
 def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel_name: str,
                  fresh: bool = False) -> RunResult:
     """Execute one notebook in a staging folder and move it into place (see the module docstring). Its runs keep
@@ -223,6 +247,7 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     if ipynb.is_file():
         _progress_to_summaries(ipynb)
         machine_load.annotate(ipynb, *load)
+        _findings_first(ipynb, stage / "results.json")
     html_error = _render_html(ipynb, stage / f"{name}.html", error)
     if html_error:
         print(f"{name}: {html_error}; the executed notebook is kept", file=sys.stderr, flush=True)

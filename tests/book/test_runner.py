@@ -101,6 +101,31 @@ def test_a_page_nbconvert_cannot_render_costs_no_run(book, monkeypatch, capsys):
     assert f"90_ok: {why}; the executed notebook is kept" in capsys.readouterr().err
 
 
+def test_a_report_opens_on_its_findings(book):
+    """A report's first cells were its code (8,500 px of it before 01's verdicts): the executed notebook now has, after
+    its title, a Findings cell with each claim's verdict and effect, primary claims first, read from results.json
+    — above the first code cell, in the notebook and in its HTML page."""
+    import nbformat
+
+    verdicts = [{"claim": "a side note", "verdict": "inconclusive", "evidence": "mean 0.1 [-1, 1] (n = 3)",
+                 "role": "secondary"},
+                {"claim": "the hybrid beats the control", "verdict": "held", "role": "primary, Holm over 1",
+                 "evidence": "mean a − b = 0.46 [0.15, 0.77] (n = 5); p = 0.007", "scale": "d 64, 720 steps"}]
+    (book.notebooks / "90_ok.py").write_text(OK.replace(
+        'json.dumps({"headline": {"value": value}})', f'json.dumps({{"headline": {{}}, "verdicts": {verdicts!r}}})')
+        .replace("# %% tags", "# %% [markdown]\n# # 90 · ok\n\n# %% tags", 1))
+    [result] = runner.run_book(book, "smoke", ["90_ok"])
+    assert result.ok, result.error
+    out = book.outputs / "smoke" / "90_ok"
+    nb = nbformat.read(out / "90_ok.ipynb", as_version=4)
+    assert nb.cells[0].source.startswith("# 90 · ok") and nb.cells[1].source.startswith(runner.FINDINGS)
+    first, second = nb.cells[1].source.split("\n")[2:4]
+    assert first == "- **held** — the hybrid beats the control: a − b = 0.46 [0.15, 0.77], n = 5 *(primary)*"
+    assert second.startswith("- **inconclusive** — a side note")
+    body = (out / "90_ok.html").read_text().split("<body", 1)[1]  # the head's styles name every cell class
+    assert body.index("Findings") < body.index("jp-CodeCell")
+
+
 def test_invalid_parameters_stop_everything_before_any_compute(book, capsys):
     (book.params / "smoke" / "91_fail.yaml").write_text("value: -1\nvalu: 2\n")
     code = runner.main(["--root", str(book.notebooks.parent), "--profile", "smoke"])

@@ -14,6 +14,8 @@ from pathlib import Path
 from odebook.book import findings
 from odebook.study.stats import outcome_word
 
+FIGURE_ORDER = "order.txt"  # figures/order.txt: a study's figures in the order it saved them, its key figure first
+
 __all__ = ["PROFILE_NOTES", "profile_note", "question_of", "write_index"]
 
 # What a profile's numbers can show; the one place that says it (index banner and each report's banner).
@@ -64,7 +66,11 @@ def _findings(results: dict, smoke: bool) -> str:
 
 
 def _thumbnail(folder: Path, href: str) -> str:
-    figures = sorted((folder / "figures").glob("*.png"), key=lambda p: (p.stat().st_mtime_ns, p.name))
+    """The study's key figure: the first it saved (figures/order.txt, odebook.book.notebook.save_figure), else the
+    first by name — never by file times, which a fresh clone makes all equal."""
+    order = folder / "figures" / FIGURE_ORDER
+    named = [folder / "figures" / f"{n}.png" for n in (order.read_text().split() if order.is_file() else [])]
+    figures = [p for p in named if p.is_file()] or sorted((folder / "figures").glob("*.png"))
     if not figures:
         return ""
     rel = f"{folder.name}/figures/{figures[0].name}"

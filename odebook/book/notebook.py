@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from odebook.book.index import FIGURE_ORDER
 from odebook.book.profile import apply_profile
 from odebook.params import Params
 from odebook.training.executor import Local, Submitit
@@ -108,8 +109,13 @@ def tensorboard_dir(out: Path, params: Params, run: str) -> Path | None:
 
 
 def save_figure(fig, out: Path, name: str) -> None:
-    """Save ``fig`` as figures/<name>.png (it is shown inline by the notebook as usual)."""
+    """Save ``fig`` as figures/<name>.png (it is shown inline by the notebook as usual), and note its name in
+    figures/order.txt the first time: the front page's thumbnail is the study's first figure, its key one."""
     fig.savefig(out / "figures" / f"{name}.png", dpi=120, bbox_inches="tight")
+    order = out / "figures" / FIGURE_ORDER
+    saved = order.read_text().split() if order.is_file() else []
+    if name not in saved:
+        order.write_text("".join(f"{n}\n" for n in [*saved, name]))
 
 
 def save_table(table, out: Path, name: str, float_format: str = "{:.4g}") -> None:

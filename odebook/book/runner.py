@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import html
 import json
 import logging
 import os
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from unittest import mock
 from pathlib import Path
 
-from odebook.book import findings, index, kernel, machine_load, processor, publish, wait_policy
+from odebook.book import index, kernel, machine_load, processor, publish, report_page, wait_policy
 from odebook.book import reports, rerun
 from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, validate_values
@@ -121,85 +120,6 @@ def _git(*args: str, cwd: Path) -> str:
         return ""
 
 
-def _render_html(ipynb: Path, html_path: Path, error: str) -> str:
-    """The notebook's HTML page; returns "" or why nbconvert could not render it. A page that cannot be rendered (no
-    HTML templates installed, say) never costs the run: the executed notebook is published all the same, and the
-    page says what went wrong and where the notebook is."""
-    import nbconvert
-    import nbformat
-
-    if not ipynb.is_file():  # the kernel never started: still leave a page that says why
-        body = f"<html><body><h1>{ipynb.stem} failed before executing</h1><pre>{html.escape(error)}</pre></body></html>"
-        html_path.write_text(body, encoding="utf-8")
-        return ""
-    try:
-        body, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(ipynb, as_version=4))
-    except Exception as err:  # noqa: BLE001 — any exporter failure; the notebook itself stays
-        why = f"nbconvert could not render {ipynb.name} as HTML ({type(err).__name__}: {str(err).splitlines()[0]})"
-        html_path.write_text(f"<html><body><h1>{ipynb.stem}</h1><p>{html.escape(why)}; the executed notebook "
-                             f"{html.escape(ipynb.name)} beside this page holds every output.</p></body></html>",
-                             encoding="utf-8")
-        return why
-    html_path.write_text(body, encoding="utf-8")
-    return ""
-
-
-# A finished tqdm bar, as the last carriage-return segment of a line: "desc: 100%|███| 4/4 [00:01<00:00, 3.3it/s, …]"
-_BAR = re.compile(r"^(?P<desc>.*?):\s+\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<elapsed>[^<\]]*)<[^,\]]*"
-                  r"(?:,\s*[^,\]]*(?:it/s|s/it)\]?)?(?:,\s*(?P<post>[^\]]*))?\]?$")
-
-
-def _progress_to_summaries(ipynb: Path) -> None:
-    """A report reads like results: each progress bar a cell printed (tqdm on stderr, redrawn with \\r) becomes one
-    line "desc: n/total steps in elapsed (postfix)"; other stderr text is kept."""
-    import nbformat
-
-    nb = nbformat.read(ipynb, as_version=4)
-    for cell in nb.cells:
-        errs = [o for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o.get("name") == "stderr"]
-        if not errs:
-            continue
-        summaries, kept = [], []
-        for line in "".join(o["text"] for o in errs).split("\n"):
-            last = line.split("\r")[-1].rstrip()
-            bar = _BAR.match(last)
-            if bar:
-                post = f" ({bar['post'].strip()})" if bar["post"] else ""
-                summaries.append(f"{bar['desc']}: {bar['n']}/{bar['total']} steps in {bar['elapsed'].strip()}{post}")
-            elif last:
-                kept.append(last)
-        first = cell.outputs.index(errs[0])
-        new = [nbformat.v4.new_output("stream", name="stdout", text="".join(f"{x}\n" for x in summaries))] * \
-            bool(summaries) + [nbformat.v4.new_output("stream", name="stderr", text="\n".join(kept) + "\n")] * bool(kept)
-        rest = [o for o in cell.outputs if all(o is not e for e in errs)]
-        cell.outputs = rest[:first] + new + rest[first:]
-    nbformat.write(nb, ipynb)
-
-
-FINDINGS = "## Findings"
-
-
-def _findings_first(ipynb: Path, results: Path) -> None:
-    """A report opens on what it found: after its title (its first cell, where that is Markdown), a Markdown cell
-    with each claim's verdict and effect (primary claims first; odebook.book.findings) and the scale once, read from
-    the run's results.json — the statistics stay where the notebook computed them. Nothing where there are no
-    verdicts."""
-    import nbformat
-
-    verdicts = json.loads(results.read_text()).get("verdicts", []) if results.is_file() else []
-    if not verdicts:
-        return
-    nb = nbformat.read(ipynb, as_version=4)
-    scale = findings.study_scale(verdicts)
-    lines = [FINDINGS, "", findings.markdown_list(verdicts)]
-    if scale:
-        lines += ["", f"Measured at {scale}. What each verdict rests on (tests, families, looks) is in the "
-                  "report's last section."]
-    at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
-    nb.cells.insert(at, nbformat.v4.new_markdown_cell("\n".join(lines)))
-    nbformat.write(nb, ipynb)
-
-
 def run_notebook(book: Book, profile: str, name: str, params: Params, overrides: dict, kernel_name: str,
                  fresh: bool = False) -> RunResult:
     """Execute one notebook in a staging folder and move it into place (see the module docstring). Its runs keep
@@ -245,10 +165,10 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     publish.relabel(stage, final)  # the report names where its files end up, not the staging folder
     load = load_at_start, machine_load.sample()
     if ipynb.is_file():
-        _progress_to_summaries(ipynb)
+        report_page.summarise_progress(ipynb)
         machine_load.annotate(ipynb, *load)
-        _findings_first(ipynb, stage / "results.json")
-    html_error = _render_html(ipynb, stage / f"{name}.html", error)
+        report_page.findings_first(ipynb, stage / "results.json")
+    html_error = report_page.render_html(ipynb, stage / f"{name}.html", error)
     if html_error:
         print(f"{name}: {html_error}; the executed notebook is kept", file=sys.stderr, flush=True)
     root = book.notebooks.parent

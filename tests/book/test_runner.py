@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from odebook import params as params_mod
-from odebook.book import runner
+from odebook.book import report_page, runner
 from odebook.params import Params, spec
 
 OK = '''# %% tags=["parameters"]
@@ -118,7 +118,7 @@ def test_a_report_opens_on_its_findings(book):
     assert result.ok, result.error
     out = book.outputs / "smoke" / "90_ok"
     nb = nbformat.read(out / "90_ok.ipynb", as_version=4)
-    assert nb.cells[0].source.startswith("# 90 · ok") and nb.cells[1].source.startswith(runner.FINDINGS)
+    assert nb.cells[0].source.startswith("# 90 · ok") and nb.cells[1].source.startswith(report_page.FINDINGS)
     first, second = nb.cells[1].source.split("\n")[2:4]
     assert first == "- **held** — the hybrid beats the control: a − b = 0.46 [0.15, 0.77], n = 5 *(primary)*"
     assert second.startswith("- **inconclusive** — a side note")

@@ -1,0 +1,93 @@
+"""An executed notebook made into a report: each progress bar summarised in one line, the findings first (after
+its title, read from the run's results.json), and its HTML page — which, when nbconvert cannot render it, says why
+and never costs the run (odebook.book.runner calls these on the staging folder before publication)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+from odebook.book import findings
+
+__all__ = ["FINDINGS", "render_html", "summarise_progress", "findings_first"]
+
+
+def render_html(ipynb: Path, html_path: Path, error: str) -> str:
+    """The notebook's HTML page; returns "" or why nbconvert could not render it. A page that cannot be rendered (no
+    HTML templates installed, say) never costs the run: the executed notebook is published all the same, and the
+    page says what went wrong and where the notebook is."""
+    import nbconvert
+    import nbformat
+
+    if not ipynb.is_file():  # the kernel never started: still leave a page that says why
+        body = f"<html><body><h1>{ipynb.stem} failed before executing</h1><pre>{html.escape(error)}</pre></body></html>"
+        html_path.write_text(body, encoding="utf-8")
+        return ""
+    try:
+        body, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(ipynb, as_version=4))
+    except Exception as err:  # noqa: BLE001 — any exporter failure; the notebook itself stays
+        why = f"nbconvert could not render {ipynb.name} as HTML ({type(err).__name__}: {str(err).splitlines()[0]})"
+        html_path.write_text(f"<html><body><h1>{ipynb.stem}</h1><p>{html.escape(why)}; the executed notebook "
+                             f"{html.escape(ipynb.name)} beside this page holds every output.</p></body></html>",
+                             encoding="utf-8")
+        return why
+    html_path.write_text(body, encoding="utf-8")
+    return ""
+
+
+# A finished tqdm bar, as the last carriage-return segment of a line: "desc: 100%|███| 4/4 [00:01<00:00, 3.3it/s, …]"
+_BAR = re.compile(r"^(?P<desc>.*?):\s+\d+%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<elapsed>[^<\]]*)<[^,\]]*"
+                  r"(?:,\s*[^,\]]*(?:it/s|s/it)\]?)?(?:,\s*(?P<post>[^\]]*))?\]?$")
+
+
+def summarise_progress(ipynb: Path) -> None:
+    """A report reads like results: each progress bar a cell printed (tqdm on stderr, redrawn with \\r) becomes one
+    line "desc: n/total steps in elapsed (postfix)"; other stderr text is kept."""
+    import nbformat
+
+    nb = nbformat.read(ipynb, as_version=4)
+    for cell in nb.cells:
+        errs = [o for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o.get("name") == "stderr"]
+        if not errs:
+            continue
+        summaries, kept = [], []
+        for line in "".join(o["text"] for o in errs).split("\n"):
+            last = line.split("\r")[-1].rstrip()
+            bar = _BAR.match(last)
+            if bar:
+                post = f" ({bar['post'].strip()})" if bar["post"] else ""
+                summaries.append(f"{bar['desc']}: {bar['n']}/{bar['total']} steps in {bar['elapsed'].strip()}{post}")
+            elif last:
+                kept.append(last)
+        first = cell.outputs.index(errs[0])
+        new = [nbformat.v4.new_output("stream", name="stdout", text="".join(f"{x}\n" for x in summaries))] * \
+            bool(summaries) + [nbformat.v4.new_output("stream", name="stderr", text="\n".join(kept) + "\n")] * bool(kept)
+        rest = [o for o in cell.outputs if all(o is not e for e in errs)]
+        cell.outputs = rest[:first] + new + rest[first:]
+    nbformat.write(nb, ipynb)
+
+
+FINDINGS = "## Findings"
+
+
+def findings_first(ipynb: Path, results: Path) -> None:
+    """A report opens on what it found: after its title (its first cell, where that is Markdown), a Markdown cell
+    with each claim's verdict and effect (primary claims first; odebook.book.findings) and the scale once, read from
+    the run's results.json — the statistics stay where the notebook computed them. Nothing where there are no
+    verdicts."""
+    import nbformat
+
+    verdicts = json.loads(results.read_text()).get("verdicts", []) if results.is_file() else []
+    if not verdicts:
+        return
+    nb = nbformat.read(ipynb, as_version=4)
+    scale = findings.study_scale(verdicts)
+    lines = [FINDINGS, "", findings.markdown_list(verdicts)]
+    if scale:
+        lines += ["", f"Measured at {scale}. What each verdict rests on (tests, families, looks) is in the "
+                  "report's last section."]
+    at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
+    nb.cells.insert(at, nbformat.v4.new_markdown_cell("\n".join(lines)))
+    nbformat.write(nb, ipynb)

@@ -68,8 +68,17 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 def stage(folder: Path, name: str) -> Path:
-    """A new, empty staging folder ``folder/.<name>.running-<unique>`` that no other run shares."""
-    return Path(tempfile.mkdtemp(prefix=f".{name}.running-", dir=folder))
+    """A new, empty staging folder ``folder/.<name>.running-<unique>`` that no other run shares, readable as the
+    user's umask says (as the rest of the checkout; mkdtemp's is the owner's alone, and it became the published
+    folder). Called under the notebook's ``run_lock``: any other staging folder of ``name`` is a dead run's (a
+    killed process leaves its own), and goes."""
+    for dead in folder.glob(f".{name}.running-*"):
+        shutil.rmtree(dead, ignore_errors=True)
+    path = Path(tempfile.mkdtemp(prefix=f".{name}.running-", dir=folder))
+    umask = os.umask(0)
+    os.umask(umask)
+    path.chmod(0o777 & ~umask)
+    return path
 
 
 def unfinished(ipynb: Path) -> str:

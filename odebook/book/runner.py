@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -39,6 +40,7 @@ __all__ = ["Book", "RunResult", "run_book", "main"]
 EXIT_NOTEBOOK_FAILED = 1  # a notebook raised: the others ran, the failed one is rendered with its error
 EXIT_BAD_PARAMETERS = 2   # a parameter file, profile or notebook name is wrong, or it is already running: nothing ran
 EXIT_INTERRUPTED = 130    # Ctrl-C: the checkpoints written so far stay, the same command resumes
+EXIT_TERMINATED = 143     # SIGTERM (timeout, systemd, a SLURM pre-emption): handled as Ctrl-C is
 RUNNER_KEYS = ("output_dir",)  # set by the runner for every notebook; a profile file may not set them
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes in a kernel's traceback
 PACKAGES = ("torch", "torchdiffeq", "numpy", "scipy", "pandas", "matplotlib", "datasets", "tiktoken", "papermill",
@@ -261,6 +263,15 @@ def clean(book: Book, profile: str) -> Path:
     return out
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is, so that it unwinds as Ctrl-C does: the kernel shut down, the staging folder
+    and the lock released, the published outputs and the checkpoints kept."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m odebook.book.runner", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", help="notebook names, e.g. 01_gradient_flow (default: all)")
@@ -276,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     pin_data_dir()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")  # papermill's per-cell INFO lines stay off
     logging.getLogger("traitlets").setLevel(logging.ERROR)  # nbconvert: "Alternative text is missing on N image(s)"
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         if args.clean:
             print(f"deleted {clean(Book.at(args.root), args.profile)}")
@@ -285,9 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     except ParamError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_PARAMETERS
-    except KeyboardInterrupt:
-        print("\ninterrupted; resume with the same command (finished runs and checkpoints are kept)", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:
+        what = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+        print(f"\n{what}; resume with the same command (finished runs and checkpoints are kept)", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
     return 0 if all(r.ok for r in results) else EXIT_NOTEBOOK_FAILED
 
 

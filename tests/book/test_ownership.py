@@ -137,9 +137,15 @@ SLEEPING = OK.replace('value = 1', 'checkpoint_dir = ""\nvalue = 1') + \
     '\n# %%\nimport os, time\npathlib.Path(os.environ["SLEEPING"]).write_text("")\ntime.sleep(120)\n'
 
 
-def test_ctrl_c_in_a_running_notebook_ends_with_one_line_and_keeps_earlier_outputs(book, tmp_path):
+@pytest.mark.parametrize("sig, code, line", [
+    ("SIGINT", runner.EXIT_INTERRUPTED, "interrupted"),
+    ("SIGTERM", runner.EXIT_TERMINATED, "terminated (SIGTERM)"),  # timeout, systemd, a SLURM pre-emption
+])
+def test_ctrl_c_or_sigterm_in_a_running_notebook_ends_with_one_line_and_keeps_earlier_outputs(book, tmp_path, sig,
+                                                                                              code, line):
     """SIGINT to the runner's process group while a cell runs, as a terminal's Ctrl-C: the kernel (in a session of its
-    own) is interrupted and shut down; ipykernel's error about its closed socket went to the console before."""
+    own) is interrupted and shut down; ipykernel's error about its closed socket went to the console before. SIGTERM
+    ended with no runner line (make's "wait: No child processes"); it now unwinds the same way."""
     import signal
 
     runner.run_book(book, "smoke", ["90_ok"])
@@ -155,10 +161,10 @@ def test_ctrl_c_in_a_running_notebook_ends_with_one_line_and_keeps_earlier_outpu
     while not sleeping.exists() and time.monotonic() < deadline and run.poll() is None:
         time.sleep(0.05)
     time.sleep(1)
-    os.killpg(run.pid, signal.SIGINT)
+    os.killpg(run.pid, getattr(signal, sig))
     out, err = run.communicate(timeout=120)
-    assert run.returncode == runner.EXIT_INTERRUPTED, (out, err)
-    assert err.strip() == "interrupted; resume with the same command (finished runs and checkpoints are kept)"
+    assert run.returncode == code, (out, err)
+    assert err.strip() == f"{line}; resume with the same command (finished runs and checkpoints are kept)"
     assert out == "[1/1] 90_ok (profile smoke) … "
     assert {f.name: f.read_bytes() for f in (book.outputs / "smoke" / "90_ok").iterdir() if f.is_file()} == published
     assert not list((book.outputs / "smoke").glob(".*"))  # no staging folder, no lock
@@ -220,3 +226,20 @@ def test_a_report_says_when_its_timings_were_taken_on_a_loaded_machine(book, mon
     assert json.loads((out / "manifest.json").read_text())["machine_load"] == {
         "cores": 2, "load_at_start": load, "load_at_end": load, "busy_cores": 2.0 if says else 0.1,
         "omp_wait_policy": "PASSIVE" if says else "spin (libgomp's default)"}
+
+
+def test_a_dead_runs_staging_folder_goes_with_the_next_run_and_outputs_are_readable_as_the_umask_says(book):
+    """A killed run (SIGKILL) leaves its staging folder; the next run of that notebook, holding its lock, removes it.
+    Published folders were mode 0700 (mkdtemp's); they now follow the umask like the rest of the checkout."""
+    out = book.outputs / "smoke"
+    dead = out / ".90_ok.running-killed"
+    (dead / "figures").mkdir(parents=True)
+    other = out / ".91_fail.running-alive"  # another notebook's: not this run's to remove
+    other.mkdir()
+    umask = os.umask(0o022)
+    try:
+        [result] = runner.run_book(book, "smoke", ["90_ok"])
+    finally:
+        os.umask(umask)
+    assert result.ok and not dead.exists() and other.exists()
+    assert (out / "90_ok").stat().st_mode & 0o777 == 0o755

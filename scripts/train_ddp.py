@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -56,9 +57,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--fresh", action="store_true", help="replace a checkpoint of another configuration in <out>")
     args = parser.parse_args(argv)
+    p = validate_file(args.study, args.params or ROOT / "params" / args.profile / f"{args.study}.yaml")
+    _refuse_before_any_work(parser, p.batch_size)
 
     device = distributed.init()
-    p = validate_file(args.study, args.params or ROOT / "params" / args.profile / f"{args.study}.yaml")
     splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), data.get_tokenizer(p.tokenizer))
     models = builders(args.study, p, splits.vocab_size)
     if args.model not in models:
@@ -86,6 +88,20 @@ def main(argv: list[str] | None = None) -> dict:
     return hist.to_dict()
 
 
+def _refuse_before_any_work(parser, batch_size: int) -> None:
+    """One line, before data or models load: the script runs under torchrun, and the global batch splits evenly over
+    its processes. Every rank exits; rank 0 alone says why."""
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        parser.error("run me under torchrun (RANK and WORLD_SIZE are not set): torchrun --nproc_per_node=N "
+                     "scripts/train_ddp.py --study ... --model ...")
+    n = int(os.environ["WORLD_SIZE"])
+    if batch_size % n:
+        if os.environ["RANK"] == "0":
+            parser.error(f"the global batch of {batch_size} rows does not split evenly over {n} processes: choose "
+                         f"a --nproc_per_node that divides it, or --params with another batch_size")
+        sys.exit(2)
+
+
 def _refuse_another_configuration(path: Path, fingerprint: str, fresh: bool, parser) -> None:
     """A checkpoint in <out> made by another configuration is not silently replaced: refused, or removed with
     --fresh (every rank sees the same file: the decision is the same on all)."""
@@ -93,8 +109,9 @@ def _refuse_another_configuration(path: Path, fingerprint: str, fresh: bool, par
         return
     try:
         theirs = ckpt.load(path)["fingerprint"]
-    except ckpt.CheckpointError as err:
-        theirs = None if fresh else parser.error(str(err))
+    except ckpt.CheckpointError as err:  # the reason, in this script's words (--out, --fresh), not the notebooks'
+        theirs = None if fresh else parser.error(f"{str(err).rsplit('; ', 1)[0]}; use another --out, or --fresh to "
+                                                 "replace it")
     if theirs == fingerprint:
         return
     if not fresh:

@@ -46,10 +46,22 @@ def odebook_hash(root: Path, name: str) -> str:
     return code_hash.code_hash(root, root / "notebooks" / f"{name}.py")
 
 
-def hashes(root: Path, name: str, profile: str) -> dict[str, str]:
-    """What a report of notebook ``name`` under ``profile`` depends on: its notebook, its parameter file, odebook."""
-    return {"notebook": _sha(root / "notebooks" / f"{name}.py"),
-            "parameters": _sha(root / "params" / profile / f"{name}.yaml"), "odebook": odebook_hash(root, name)}
+def hashes(root: Path, name: str, profile: str) -> dict:
+    """What a report of notebook ``name`` under ``profile`` depends on: its notebook, its parameter file, odebook —
+    and, under "files", each of those files' own hash, so that a stale report can name what changed."""
+    notebook, parameters = root / "notebooks" / f"{name}.py", root / "params" / profile / f"{name}.yaml"
+    files = [notebook, parameters, *code_hash.science_files(root, root / "notebooks" / f"{name}.py")]
+    return {"notebook": _sha(notebook), "parameters": _sha(parameters), "odebook": odebook_hash(root, name),
+            "files": {str(f.relative_to(root)): _sha(f) for f in files}}
+
+
+def changed_files(recorded: dict, now: dict) -> list[str]:
+    """The files whose hash differs between two ``hashes`` (added, removed or edited); [] where the older record
+    has no per-file hashes (reports made before they were kept)."""
+    old, new = recorded.get("files"), now.get("files", {})
+    if not old:
+        return []
+    return sorted(f for f in old.keys() | new.keys() if old.get(f) != new.get(f))
 
 
 def _reports(folder: Path) -> list[Path]:
@@ -87,7 +99,7 @@ def stale(root: Path, profile: str) -> dict[str, list[str]]:
             out[report.name] = ["no hashes recorded"]
             continue
         now = hashes(root, report.name, profile)
-        out[report.name] = [part for part in now if recorded.get(part) != now[part]]
+        out[report.name] = [part for part in now if part != "files" and recorded.get(part) != now[part]]
     return out
 
 
@@ -96,7 +108,10 @@ def check(root: Path, profile: str) -> dict[str, list[str]]:
     page and the checkout stay as they are (a re-made report is what changes them)."""
     found = stale(root, profile)
     for name, parts in found.items():
-        print(f"{profile}/{name}: {'stale — ' + ', '.join(parts) + ' changed' if parts else 'up to date'}")
+        files = changed_files(json.loads((root / REPORTS / profile / name / "manifest.json").read_text())["hashes"],
+                              hashes(root, name, profile)) if parts else []
+        print(f"{profile}/{name}: " + (f"stale — {', '.join(parts)} changed" + (f": {', '.join(files)}" if files
+                                                                                  else "") if parts else "up to date"))
     if not found:
         print(f"no committed reports under {REPORTS}/{profile}")
     return found

@@ -166,7 +166,8 @@ def test_a_report_goes_stale_when_its_notebook_parameters_or_odebook_change_and_
     (root / "notebooks" / "01_x.py").write_text("# # 01 · x, changed\n")
     before = {p: p.read_bytes() for p in (root / reports.REPORTS).rglob("*") if p.is_file()}
     assert reports.check(root, "cpu") == {"01_x": ["notebook", "parameters"]}
-    assert "cpu/01_x: stale — notebook, parameters changed" in capsys.readouterr().out
+    assert "cpu/01_x: stale — notebook, parameters changed: notebooks/01_x.py, params/cpu/01_x.yaml" \
+        in capsys.readouterr().out  # the files that changed, named
     assert {p: p.read_bytes() for p in (root / reports.REPORTS).rglob("*") if p.is_file()} == before
     manifest = root / reports.REPORTS / "cpu" / "01_x" / "manifest.json"
     manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "hashes": {

@@ -38,6 +38,8 @@ class How:
 COMMANDS = {
     "make setup": How(fresh_venv=True),
     "make run-all": How(env=SHORT, expect=("outputs/smoke/01_gradient_flow/01_gradient_flow.html",)),
+    "make run-all PROFILE=smoke": How(env={"NOTEBOOKS": "01_gradient_flow"},
+                                      expect=("outputs/smoke/01_gradient_flow/results.json",)),
     "make run-all ODEBOOK_DATA=../shared/data": How(env=SHORT, data="none",
                                                      expect=("outputs/smoke/01_gradient_flow/results.json",)),
     "make check-reports": How(),

@@ -16,7 +16,7 @@ from odebook.study.stats import outcome_word
 
 FIGURE_ORDER = "order.txt"  # figures/order.txt: a study's figures in the order it saved them, its key figure first
 
-__all__ = ["PROFILE_NOTES", "profile_note", "question_of", "write_index"]
+__all__ = ["PROFILE_NOTES", "profile_note", "question_of", "inline_markdown", "write_index"]
 
 # What a profile's numbers can show; the one place that says it (index banner and each report's banner).
 PROFILE_NOTES = {
@@ -42,6 +42,15 @@ def question_of(notebook: Path) -> tuple[str, str]:
     block = "\n".join(lines)
     match = re.search(r"\*\*Questions?\.\*\*(.*?)(?:\n\s*\n|$)", block, re.S)
     return title, " ".join(match.group(1).split()) if match else ""
+
+
+def inline_markdown(text: str) -> str:
+    """``text`` as HTML, its inline Markdown rendered — `code`, **strong**, *emphasis* — and everything else escaped:
+    the front page showed a question's `*final*` and backticks literally."""
+    out = html.escape(text, quote=False)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    out = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", out)
+    return re.sub(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])", r"<em>\1</em>", out)
 
 
 def _read_json(path: Path) -> dict:
@@ -83,7 +92,7 @@ def _card(out_root: Path, notebook: Path, smoke: bool, note: str = "") -> str:
     good = _read_json(out_root / name / "manifest.json")
     bad = _read_json(out_root / f"{name}.failed" / "manifest.json")
     latest, folder = (bad, out_root / f"{name}.failed") if bad else (good, out_root / name)
-    head = f"<h2>{html.escape(title)}</h2><p class='q'>{html.escape(question)}</p>"
+    head = f"<h2>{inline_markdown(title)}</h2><p class='q'>{inline_markdown(question)}</p>"
     results = _read_json(folder / "results.json") if latest else {}
     scale = findings.study_scale(results.get("verdicts", []))
     head += f"<p class='scale'>measured at {html.escape(scale)}</p>" if scale else ""

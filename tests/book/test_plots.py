@@ -41,3 +41,11 @@ def test_the_front_pages_thumbnail_is_the_first_figure_the_study_saved_whatever_
     assert "figures/zeta_key.png" in index._thumbnail(out, "03_x/03_x.html")
     (out / "figures" / index.FIGURE_ORDER).unlink()  # a report made before the order was noted
     assert "figures/alpha_detail.png" in index._thumbnail(out, "03_x/03_x.html")
+
+
+def test_the_front_page_renders_a_questions_inline_markdown_and_escapes_the_rest():
+    from odebook.book.index import inline_markdown
+
+    assert inline_markdown("Does the *final* `loss` drop, **really**, for a*b and 2 * 3 < 4?") == (
+        "Does the <em>final</em> <code>loss</code> drop, <strong>really</strong>, for a*b and 2 * 3 &lt; 4?")
+    assert inline_markdown("<script>*x*</script>") == "&lt;script&gt;<em>x</em>&lt;/script&gt;"

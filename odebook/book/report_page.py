@@ -1,6 +1,7 @@
 """An executed notebook made into a report: each progress bar summarised in one line, the findings first (after
-its title, read from the run's results.json), and its HTML page — which, when nbconvert cannot render it, says why
-and never costs the run (odebook.book.runner calls these on the staging folder before publication)."""
+its title, read from the run's results.json), and its HTML page with the code folded behind a button — a page
+that, when nbconvert cannot render it, says why and never costs the run (odebook.book.runner calls these on the
+staging folder before publication)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from odebook.book import findings
 
-__all__ = ["FINDINGS", "render_html", "summarise_progress", "findings_first"]
+__all__ = ["FINDINGS", "render_html", "fold_code", "summarise_progress", "findings_first"]
 
 
 def render_html(ipynb: Path, html_path: Path, error: str) -> str:
@@ -33,8 +34,25 @@ def render_html(ipynb: Path, html_path: Path, error: str) -> str:
                              f"{html.escape(ipynb.name)} beside this page holds every output.</p></body></html>",
                              encoding="utf-8")
         return why
-    html_path.write_text(body, encoding="utf-8")
+    html_path.write_text(fold_code(body), encoding="utf-8")
     return ""
+
+
+FOLD = """<style>.odebook-code-hidden .jp-CodeCell .jp-Cell-inputWrapper{display:none}
+#odebook-code{position:fixed;top:.5em;right:.5em;z-index:10;padding:.3em .7em;font:13px sans-serif}</style>
+<button id="odebook-code" type="button" onclick="var b=document.body;b.classList.toggle('odebook-code-hidden');
+this.textContent=b.classList.contains('odebook-code-hidden')?'show code':'hide code'">show code</button>
+<script>document.body.classList.add('odebook-code-hidden')</script>"""
+
+
+def fold_code(page: str) -> str:
+    """The report page with its code folded: hidden until its button shows it (without JavaScript the code stays
+    shown), so a reader meets the findings, tables and figures first."""
+    head, sep, rest = page.partition("<body")
+    if not sep:
+        return page
+    tag, close, body = rest.partition(">")
+    return f"{head}<body{tag}{close}\n{FOLD}{body}"
 
 
 # A finished tqdm bar, as the last carriage-return segment of a line: "desc: 100%|███| 4/4 [00:01<00:00, 3.3it/s, …]"

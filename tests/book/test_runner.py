@@ -123,7 +123,8 @@ def test_a_report_opens_on_its_findings(book):
     assert first == "- **held** — the hybrid beats the control: a − b = 0.46 [0.15, 0.77], n = 5 *(primary)*"
     assert second.startswith("- **inconclusive** — a side note")
     body = (out / "90_ok.html").read_text().split("<body", 1)[1]  # the head's styles name every cell class
-    assert body.index("Findings") < body.index("jp-CodeCell")
+    folded, cells = body.split(report_page.FOLD, 1)  # the code folded behind a button, from the top of the page
+    assert "Findings" not in folded and cells.index("Findings") < cells.index("jp-CodeCell")
 
 
 def test_invalid_parameters_stop_everything_before_any_compute(book, capsys):

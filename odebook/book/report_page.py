@@ -91,7 +91,8 @@ FINDINGS = "## Findings"
 
 
 def findings_first(ipynb: Path, results: Path) -> None:
-    """A report opens on what it found: after its title (its first cell, where that is Markdown), a Markdown cell
+    """A report opens on what it found: after its title (its first cell, where that is Markdown) and the notes the
+    runner quotes below it (the profile's banner, a loaded machine), a Markdown cell
     with each claim's verdict and effect (primary claims first; odebook.book.findings) and the scale once, read from
     the run's results.json — the statistics stay where the notebook computed them. Nothing where there are no
     verdicts."""
@@ -107,5 +108,7 @@ def findings_first(ipynb: Path, results: Path) -> None:
         lines += ["", f"Measured at {scale}. What each verdict rests on (tests, families, looks) is in the "
                   "report's last section."]
     at = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
+    while at < len(nb.cells) and nb.cells[at].cell_type == "markdown" and nb.cells[at].source.startswith(">"):
+        at += 1  # below the profile's banner ("no verdict here counts" on smoke) and the machine-load note
     nb.cells.insert(at, nbformat.v4.new_markdown_cell("\n".join(lines)))
     nbformat.write(nb, ipynb)

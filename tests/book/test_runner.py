@@ -118,8 +118,11 @@ def test_a_report_opens_on_its_findings(book):
     assert result.ok, result.error
     out = book.outputs / "smoke" / "90_ok"
     nb = nbformat.read(out / "90_ok.ipynb", as_version=4)
-    assert nb.cells[0].source.startswith("# 90 · ok") and nb.cells[1].source.startswith(report_page.FINDINGS)
-    first, second = nb.cells[1].source.split("\n")[2:4]
+    at = next(i for i, c in enumerate(nb.cells) if c.source.startswith(report_page.FINDINGS))
+    assert nb.cells[0].source.startswith("# 90 · ok") and nb.cells[1].source.startswith("> **Smoke profile")
+    assert at >= 2 and all(c.source.startswith(">") for c in nb.cells[1:at])  # below the banner (no verdict here
+    assert all(c.cell_type == "markdown" for c in nb.cells[:at])              # counts) and a loaded machine's note
+    first, second = nb.cells[at].source.split("\n")[2:4]
     assert first == "- **held** — the hybrid beats the control: a − b = 0.46 [0.15, 0.77], n = 5 *(primary)*"
     assert second.startswith("- **inconclusive** — a side note")
     body = (out / "90_ok.html").read_text().split("<body", 1)[1]  # the head's styles name every cell class

@@ -42,6 +42,7 @@ from odebook.params import Params
 from odebook.study.flops import count_flops
 from odebook.study.measure import peak_memory
 from odebook.book.workload import PLANS, Runs, Work, plan
+from odebook.training.fingerprint import arithmetic
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
 
@@ -73,6 +74,7 @@ class Budget:
     parts: tuple[tuple[str, float], ...] = ()  # the estimate's seconds by what they are spent on (``estimate``)
     seed_seconds: float = math.nan  # what one more seed adds (one more run of every per-seed group)
     n_seeds: int = 0
+    defaults: bool = True  # the run is the notebook's own (t4) parameters: only then does the cpu profile help
 
     def seeds_within(self, seconds: float) -> int:
         """How many seeds the study can run within ``seconds`` here, its other parts as they are."""
@@ -88,7 +90,7 @@ class Budget:
         text = (f"budget {self.study}: ≈ {_duration(self.seconds)} here ({self.device}), {self.flops / 1e12:,.1f} "
                 f"TFLOP; peak memory {self.peak_bytes / 1e9:.2f} GB ({self.largest}); on a T4 ≈ "
                 f"{_duration(self.t4_seconds)} (at {T4_FRACTION:.0%} of its fp16 peak), {fits} its 15 GB")
-        if self.seconds > LONG:
+        if self.seconds > LONG and self.defaults and self.device == "cpu":
             text += (f" — long here: the cpu profile is sized for a CPU (params/cpu/{self.study}.yaml; "
                      "make run-all PROFILE=cpu)")
         if self.share < BUSY:
@@ -198,7 +200,8 @@ def estimate(params: Params, precision: Precision) -> Budget:
         seed_seconds += work.n * one if runs.per_seed else 0.0
     peak, largest = _peak(*max(((r, w, m) for r, w, f, m in counted if w.train), key=lambda c: c[2])[:2], precision)
     return Budget(params.study, sum(parts.values()), total_flops, peak, largest, precision.device.type, share,
-                  tuple(parts.most_common()), seed_seconds, params.n_seeds)
+                  tuple(parts.most_common()), seed_seconds, params.n_seeds,
+                  defaults=arithmetic(params) == arithmetic(type(params)()))
 
 
 def _peak(runs: Runs, work: Work, precision: Precision) -> tuple[int, str]:

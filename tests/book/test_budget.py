@@ -2,6 +2,7 @@
 a person reads, and the estimate against the measured time of the runs it estimates."""
 
 import collections
+import dataclasses
 import itertools
 import os
 from pathlib import Path
@@ -80,6 +81,9 @@ def test_the_line_says_the_time_here_on_a_t4_and_whether_it_fits():
     line = b.line()
     assert "≈ 4.0 h here" in line and "on a T4 ≈ 10 min" in line and "does NOT fit its 15 GB" in line
     assert "PROFILE=cpu" in line  # long here: how to choose the cpu profile
+    own = dataclasses.replace(b, defaults=False).line()  # a profile of one's own (a copy of cpu, say): no advice
+    assert "≈ 4.0 h here" in own and "PROFILE=cpu" not in own
+    assert "PROFILE=cpu" not in dataclasses.replace(b, device="cuda").line()  # a GPU runs the t4 profile as meant
     short = budget.Budget("01_gradient_flow", 60, 1e9, 10**9, "baseline, 1M parameters", "cpu").line()
     assert "PROFILE=cpu" not in short and "fits its 15 GB" in short and "busy" not in short
     busy = budget.Budget("01_gradient_flow", 60, 1e9, 10**9, "baseline, 1M parameters", "cpu", share=0.4).line()

@@ -3,8 +3,9 @@
 A notebook's ``key`` is everything its numbers depend on: the science code it imports (the modules of odebook's
 SCIENCE sub-packages it reaches, ``reports.odebook_hash``), the notebook's own source, its parameter file's contents,
 the content hash of every data and tokenizer file its parameters make it read (``fingerprint.content_hashes``; data
-from the hub: its source), the environment (the versions of the packages the runner records), the device and the
-processor (odebook.book.processor: another CPU rounds differently). The runner writes the key into the published
+from the hub: its source), the environment (the versions of the packages the runner records), the device, its
+precision policy (``precision``: ODEBOOK_GPU_POLICY=t4 runs another policy on the same GPU) and the processor
+(odebook.book.processor: another CPU rounds differently). The runner writes the key into the published
 manifest.json (``record``) and skips a notebook whose last run succeeded with the same key (``unchanged``), saying
 so in one line; ``make run-all FRESH=1`` (``--fresh``) runs everything. Execution caches that key on code cells alone
 (jupyter-cache, MyST-NB) reuse a stale result when a data file or a package changes; this key does not.
@@ -23,7 +24,7 @@ from pathlib import Path
 from odebook.book import processor, reports
 from odebook.params import Params
 from odebook.training.fingerprint import content_hashes
-from odebook.training.runtime import device_name, resolve_device
+from odebook.training.runtime import GPU_POLICY, device_name, precision_for, resolve_device
 
 __all__ = ["KEY_FIELD", "key", "environment", "data_key", "unchanged", "record", "skipped_line"]
 
@@ -60,7 +61,18 @@ def key(root: Path, profile: str, name: str, params: Params, packages: Iterable[
     return {"odebook": reports.odebook_hash(root, name), "notebook": _sha(root / "notebooks" / f"{name}.py"),
             "parameters": _sha(root / "params" / profile / f"{name}.yaml"), "data": data_key(params),
             "environment": environment(packages), "device": device_name(resolve_device()),
-            "processor": processor.describe()}
+            "precision": precision(), "processor": processor.describe()}
+
+
+def precision() -> str:
+    """The precision policy the notebooks run under, in words, with ODEBOOK_GPU_POLICY where it chose it (a T4's
+    policy on an H100 computes other numbers than the H100's own bf16)."""
+    try:
+        text = str(precision_for(resolve_device()))
+    except ValueError as err:  # a wrong ODEBOOK_GPU_POLICY: the notebook raises it; never a match
+        return str(err)
+    policy = os.environ.get(GPU_POLICY, "")
+    return f"{text} ({GPU_POLICY}={policy})" if policy and resolve_device().type == "cuda" else text
 
 
 def _manifest(folder: Path) -> dict:

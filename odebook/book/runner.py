@@ -33,7 +33,7 @@ from odebook.book import reports, rerun
 from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, validate_values
 from odebook.book import budget
-from odebook.training.runtime import GPU_POLICY, device_name, precision_for, resolve_device
+from odebook.training.runtime import device_name, resolve_device
 
 __all__ = ["Book", "RunResult", "run_book", "main"]
 
@@ -181,7 +181,7 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
         "git_commit": _git("rev-parse", "HEAD", cwd=root), "git_dirty": bool(_git("status", "--porcelain", cwd=root)),
         "parameter_file": str(book.params / profile / f"{name}.yaml"), "parameters": params.to_dict(),
         "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()),
-        "precision": _precision(), "processor": processor.describe(), "packages": rerun.environment(PACKAGES),
+        "precision": rerun.precision(), "processor": processor.describe(), "packages": rerun.environment(PACKAGES),
         "hashes": reports.hashes(root, name, profile), "machine_load": {**machine_load.record(*load), **waiting},
         **({"html_error": html_error} if html_error else {}),
     }
@@ -192,16 +192,6 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     if not error:
         shutil.rmtree(_inside(out_root / f"{name}.failed", book.outputs), ignore_errors=True)
     return RunResult(name, not error, seconds, error)
-
-
-def _precision() -> str:
-    """The precision policy the notebooks ran under, in words (with ODEBOOK_GPU_POLICY where it chose it)."""
-    try:
-        text = str(precision_for(resolve_device()))
-    except ValueError as err:
-        return str(err)
-    policy = os.environ.get(GPU_POLICY, "")
-    return f"{text} ({GPU_POLICY}={policy})" if policy and resolve_device().type == "cuda" else text
 
 
 # -- index --------------------------------------------------------------------------------------------------------

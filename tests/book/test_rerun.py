@@ -54,7 +54,7 @@ def test_an_unchanged_notebook_is_skipped_in_one_line_and_fresh_runs_it(book, ca
     manifest = json.loads((out / "manifest.json").read_text())
     assert first.ok and not first.skipped and manifest[rerun.KEY_FIELD]["data"]["corpus.txt"]
     assert set(manifest[rerun.KEY_FIELD]) == {"odebook", "notebook", "parameters", "data", "environment", "device",
-                                              "processor"}
+                                              "precision", "processor"}
     capsys.readouterr()
     [second] = runner.run_book(book, "smoke")
     printed = capsys.readouterr().out.splitlines()
@@ -108,8 +108,15 @@ def _change_processor(book, monkeypatch):
     monkeypatch.setattr(rerun.processor, "describe", lambda: "AMD EPYC (family 25, model 17; avx2 fma avx512f)")
 
 
-@pytest.mark.parametrize("change", [_change_code, _change_parameter, _change_data, _change_package, _change_processor],
-                         ids=["code", "parameter", "data file content", "package version", "processor"])
+def _change_precision(book, monkeypatch):  # the same GPU under a T4's policy (ODEBOOK_GPU_POLICY=t4)
+    monkeypatch.setattr(rerun, "precision", lambda: "fp16 autocast + GradScaler on cuda (NVIDIA H100 80GB HBM3) "
+                                                    "(ODEBOOK_GPU_POLICY=t4)")
+
+
+@pytest.mark.parametrize("change", [_change_code, _change_parameter, _change_data, _change_package, _change_processor,
+                                    _change_precision],
+                         ids=["code", "parameter", "data file content", "package version", "processor",
+                              "precision policy"])
 def test_a_change_to_code_a_parameter_a_data_file_a_package_or_the_processor_makes_it_run_again(book, monkeypatch,
                                                                                                  change):
     out, params = _published(book)

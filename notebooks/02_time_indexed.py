@@ -44,9 +44,10 @@
 # are in nats of test loss. Speed is measured as timing (interleaved steps), outside the loss claims.
 #
 # **Fair comparison.** Same batches for every model of a seed; the learning rate is chosen *per model* on the
-# validation split (first seed) from the same grid `lr_grid`, extended one step past the edge a model chose, at most
-# `lr_extensions` times, so that every model's rate ends bracketed by the same grid ratio — the same tuning rule and
-# resolution for every arm; a model still at an edge is flagged *untuned*, and a claim resting on it says so. Every
+# validation split (a tuning seed of its own, never a confirmatory one) from the same grid `lr_grid`, extended one
+# step past the edge a model chose, at most `lr_extensions` times, so that every model's rate ends bracketed by the
+# same grid ratio — the same tuning rule and resolution for every arm; a model still at an edge is flagged
+# *untuned*, and a claim resting on it says so. Every
 # seed then trains at the chosen rate; the test split is scored once per run at the end and carries the verdicts.
 # Seeds share the batch stream across models, so comparisons are paired across seeds; the seeds come in looks
 # (study.looks): the study stops adding seeds once every primary claim has stopped.
@@ -259,7 +260,7 @@ print(splits.description)
 
 # %% [markdown]
 # ## Learning rate per model
-# Each model trains on the first seed at every rate of `lr_grid`; the lowest final validation loss chooses (a
+# Each model trains on the tuning seed at every rate of `lr_grid`; the lowest final validation loss chooses (a
 # diverging rate counts as infinite). A choice at an edge of what the model tried sends it one grid step further
 # (study.lr_grid), at most `lr_extensions` times; a choice still at an edge is *untuned*. The grid runs on a seed of
 # its own, past the last confirmatory seed (`tuning_seed`): no run that chose its own rate is among the runs the

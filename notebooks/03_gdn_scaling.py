@@ -371,7 +371,7 @@ display(retrieval.summary(niah, ["size", "set"]).round(3).rename(columns={"examp
 # %% [markdown]
 # ## Language modelling at each size
 # Each series trained as language models; for each size the learning rate of `lr_grid` with the lowest validation
-# loss on the first seed is kept, the other seeds run at it. Perplexity is held out (validation split, final
+# loss on a tuning seed of its own (past the last confirmatory seed) is kept, and every seed runs at it. Perplexity is held out (validation split, final
 # evaluation), never training loss; the fit L(N) = a·N^(−α) + c uses non-embedding parameters N and the mean over
 # seeds at each size.
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from odebook.training.checkpoint import SCIENCE
 
-__all__ = ["PACKAGE", "module_file", "imported", "modules_of", "science_files", "code_hash"]
+__all__ = ["PACKAGE", "module_file", "imported", "modules_of", "science_files", "code_hash", "files_hash"]
 
 PACKAGE = "odebook"
 
@@ -79,8 +79,13 @@ def science_files(root: Path, source: Path) -> list[Path]:
 
 def code_hash(root: Path, source: Path) -> str:
     """sha256 (16 hex digits) of the science files ``source`` runs: their paths in the package and their bytes."""
+    return files_hash(root, science_files(root, source))
+
+
+def files_hash(root: Path, files: list[Path]) -> str:
+    """``code_hash`` of files already found (``science_files``): their paths under ``root`` and their bytes."""
     h = hashlib.sha256()
-    for f in science_files(root, source):
+    for f in files:
         h.update(str(f.relative_to(root)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]

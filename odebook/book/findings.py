@@ -143,9 +143,12 @@ def html_list(verdicts: Sequence[dict], colour) -> str:
 def markdown_list(verdicts: Sequence[dict]) -> str:
     """The findings as a Markdown list, primary claims first: "- **verdict** — claim: effect" (a report's first
     cell, odebook.book.runner)."""
-    return "\n".join(f"- **{v.get('verdict', '')}** — {v.get('claim', '')}"
-                     + (f": {_effect_text(v)}" if _effect_text(v) else "")
-                     + (" *(primary)*" if is_primary(v) else "") for v in ordered(verdicts))
+    lines = []
+    for v in ordered(verdicts):
+        effect = _effect_text(v)
+        lines.append(f"- **{v.get('verdict', '')}** — {v.get('claim', '')}" + (f": {effect}" if effect else "")
+                     + (" *(primary)*" if is_primary(v) else ""))
+    return "\n".join(lines)
 
 
 def _cell(text: str) -> str:
@@ -162,5 +165,6 @@ def markdown_table(verdicts: Sequence[dict], link: str, beside: Mapping[str, str
         stats = "<br>".join(f"{k}: {html.escape(t)}" for k, t in statistics(v, study_scale(verdicts)))
         rows.append("| " + " | ".join(_cell(c) for c in (
             link if i == 0 else "", v.get("claim", "") + (f" ({role})" if role else ""), f"**{v.get('verdict', '')}**",
-            *([beside.get(v.get("claim", "")) or "—"] if beside is not None else []), _effect_text(v) or "—", f"<details><summary>statistics</summary>{stats}</details>")) + " |")
+            *([beside.get(v.get("claim", "")) or "—"] if beside is not None else []), _effect_text(v) or "—",
+            f"<details><summary>statistics</summary>{stats}</details>")) + " |")
     return rows

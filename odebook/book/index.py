@@ -16,6 +16,12 @@ from odebook.study.stats import outcome_word
 
 FIGURE_ORDER = "order.txt"  # figures/order.txt: a study's figures in the order it saved them, its key figure first
 
+
+def saved_figures(figures: Path) -> list[str]:
+    """The names in ``figures``/order.txt, in the order the study saved them (none where it has no such file)."""
+    order = figures / FIGURE_ORDER
+    return order.read_text().split() if order.is_file() else []
+
 __all__ = ["PROFILE_NOTES", "profile_note", "question_of", "inline_markdown", "write_index"]
 
 # What a profile's numbers can show; the one place that says it (index banner and each report's banner).
@@ -77,8 +83,7 @@ def _findings(results: dict, smoke: bool) -> str:
 def _thumbnail(folder: Path, href: str) -> str:
     """The study's key figure: the first it saved (figures/order.txt, odebook.book.notebook.save_figure), else the
     first by name — never by file times, which a fresh clone makes all equal."""
-    order = folder / "figures" / FIGURE_ORDER
-    named = [folder / "figures" / f"{n}.png" for n in (order.read_text().split() if order.is_file() else [])]
+    named = [folder / "figures" / f"{n}.png" for n in saved_figures(folder / "figures")]
     figures = [p for p in named if p.is_file()] or sorted((folder / "figures").glob("*.png"))
     if not figures:
         return ""

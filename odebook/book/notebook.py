@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from odebook.book.index import FIGURE_ORDER
+from odebook.book.index import FIGURE_ORDER, saved_figures
 from odebook.book.profile import apply_profile
 from odebook.params import Params
 from odebook.training.executor import Local, Submitit
@@ -112,10 +112,9 @@ def save_figure(fig, out: Path, name: str) -> None:
     """Save ``fig`` as figures/<name>.png (it is shown inline by the notebook as usual), and note its name in
     figures/order.txt the first time: the front page's thumbnail is the study's first figure, its key one."""
     fig.savefig(out / "figures" / f"{name}.png", dpi=120, bbox_inches="tight")
-    order = out / "figures" / FIGURE_ORDER
-    saved = order.read_text().split() if order.is_file() else []
+    saved = saved_figures(out / "figures")
     if name not in saved:
-        order.write_text("".join(f"{n}\n" for n in [*saved, name]))
+        (out / "figures" / FIGURE_ORDER).write_text("".join(f"{n}\n" for n in [*saved, name]))
 
 
 def save_table(table, out: Path, name: str, float_format: str = "{:.4g}") -> None:

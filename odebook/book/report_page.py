@@ -92,10 +92,9 @@ FINDINGS = "## Findings"
 
 def findings_first(ipynb: Path, results: Path) -> None:
     """A report opens on what it found: after its title (its first cell, where that is Markdown) and the notes the
-    runner quotes below it (the profile's banner, a loaded machine), a Markdown cell
-    with each claim's verdict and effect (primary claims first; odebook.book.findings) and the scale once, read from
-    the run's results.json — the statistics stay where the notebook computed them. Nothing where there are no
-    verdicts."""
+    runner quotes below it (the profile's banner, a loaded machine), a Markdown cell with each claim's verdict and
+    effect (primary claims first; odebook.book.findings) and the scale once, read from the run's results.json — the
+    statistics stay where the notebook computed them. Nothing where there are no verdicts."""
     import nbformat
 
     verdicts = json.loads(results.read_text()).get("verdicts", []) if results.is_file() else []

@@ -50,9 +50,9 @@ def hashes(root: Path, name: str, profile: str) -> dict:
     """What a report of notebook ``name`` under ``profile`` depends on: its notebook, its parameter file, odebook —
     and, under "files", each of those files' own hash, so that a stale report can name what changed."""
     notebook, parameters = root / "notebooks" / f"{name}.py", root / "params" / profile / f"{name}.yaml"
-    files = [notebook, parameters, *code_hash.science_files(root, root / "notebooks" / f"{name}.py")]
-    return {"notebook": _sha(notebook), "parameters": _sha(parameters), "odebook": odebook_hash(root, name),
-            "files": {str(f.relative_to(root)): _sha(f) for f in files}}
+    science = code_hash.science_files(root, notebook)  # odebook_hash's files, walked once for both
+    return {"notebook": _sha(notebook), "parameters": _sha(parameters), "odebook": code_hash.files_hash(root, science),
+            "files": {str(f.relative_to(root)): _sha(f) for f in [notebook, parameters, *science]}}
 
 
 def changed_files(recorded: dict, now: dict) -> list[str]:
@@ -89,32 +89,37 @@ def publish(root: Path, profile: str) -> Path:
     return dst
 
 
-def stale(root: Path, profile: str) -> dict[str, list[str]]:
-    """For each committed report of ``profile``: what changed since it ran (empty when it matches the code)."""
+def _compare(root: Path, profile: str) -> dict[str, tuple[list[str], list[str]]]:
+    """For each committed report of ``profile``: the parts that changed since it ran and the files among them."""
     folder = root / REPORTS / profile
     out = {}
     for report in _reports(folder) if folder.is_dir() else []:
         recorded = json.loads((report / "manifest.json").read_text()).get("hashes")
         if not recorded:
-            out[report.name] = ["no hashes recorded"]
+            out[report.name] = (["no hashes recorded"], [])
             continue
         now = hashes(root, report.name, profile)
-        out[report.name] = [part for part in now if part != "files" and recorded.get(part) != now[part]]
+        parts = [part for part in now if part != "files" and recorded.get(part) != now[part]]
+        out[report.name] = parts, changed_files(recorded, now) if parts else []
     return out
 
 
+def stale(root: Path, profile: str) -> dict[str, list[str]]:
+    """For each committed report of ``profile``: what changed since it ran (empty when it matches the code)."""
+    return {name: parts for name, (parts, _) in _compare(root, profile).items()}
+
+
 def check(root: Path, profile: str) -> dict[str, list[str]]:
-    """Print which committed reports are stale; returns ``stale``. Writes nothing: the committed reports, their front
-    page and the checkout stay as they are (a re-made report is what changes them)."""
-    found = stale(root, profile)
-    for name, parts in found.items():
-        files = changed_files(json.loads((root / REPORTS / profile / name / "manifest.json").read_text())["hashes"],
-                              hashes(root, name, profile)) if parts else []
-        print(f"{profile}/{name}: " + (f"stale — {', '.join(parts)} changed" + (f": {', '.join(files)}" if files
-                                                                                  else "") if parts else "up to date"))
+    """Print which committed reports are stale, naming the changed files where the report recorded them; returns
+    ``stale``. Writes nothing: the committed reports, their front page and the checkout stay as they are (a re-made
+    report is what changes them)."""
+    found = _compare(root, profile)
+    for name, (parts, files) in found.items():
+        changed = f"stale — {', '.join(parts)} changed" + (f": {', '.join(files)}" if files else "")
+        print(f"{profile}/{name}: {changed if parts else 'up to date'}")
     if not found:
         print(f"no committed reports under {REPORTS}/{profile}")
-    return found
+    return {name: parts for name, (parts, _) in found.items()}
 
 
 def readme_markers(profile: str = "cpu") -> tuple[str, str]:

@@ -67,12 +67,13 @@ def key(root: Path, profile: str, name: str, params: Params, packages: Iterable[
 def precision() -> str:
     """The precision policy the notebooks run under, in words, with ODEBOOK_GPU_POLICY where it chose it (a T4's
     policy on an H100 computes other numbers than the H100's own bf16)."""
+    device = resolve_device()
     try:
-        text = str(precision_for(resolve_device()))
+        text = str(precision_for(device))
     except ValueError as err:  # a wrong ODEBOOK_GPU_POLICY: the notebook raises it; never a match
         return str(err)
     policy = os.environ.get(GPU_POLICY, "")
-    return f"{text} ({GPU_POLICY}={policy})" if policy and resolve_device().type == "cuda" else text
+    return f"{text} ({GPU_POLICY}={policy})" if policy and device.type == "cuda" else text
 
 
 def _manifest(folder: Path) -> dict:

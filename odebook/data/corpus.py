@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import torch
 
 from odebook.data.core import Corpus, DataError
-from odebook.data.mirror import DATA_ENV, HOW_TO_PROVIDE, TIKTOKEN_DIR, check_data, gpt2_from_mirror, mirror_dir
+from odebook.data.mirror import (DATA_ENV, HOW_TO_PROVIDE, MIRROR_FILES, TIKTOKEN_DIR, check_data, gpt2_from_mirror,
+                                 mirror_dir)
 from odebook.data.own_corpus import load_own_corpus
 from odebook.nn.linear_ce import IGNORE_INDEX  # padding targets: the loss skips them
 
-__all__ = ["DATA_ENV", "DataError", "Tokenizer", "ByteTokenizer", "TiktokenTokenizer", "get_tokenizer", "Corpus",
+__all__ = ["mirror_stories", "DATA_ENV", "DataError", "Tokenizer", "ByteTokenizer", "TiktokenTokenizer", "get_tokenizer", "Corpus",
            "TokenSplits", "CORPORA", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches", "Batch",
            "Documents", "load_tinystories", "document_batches", "fixed_document_batches", "IGNORE_INDEX"]
 
@@ -195,17 +197,23 @@ class Documents:
     description: str
 
 
+def mirror_stories(root: Path) -> tuple[list[str], list[str]]:
+    """The mirror's TinyStories as documents: the whole training stories (the file's last one is cut off and left
+    out) and the validation text's blank-line-separated blocks."""
+    train_text = (root / MIRROR_FILES["tinystories"][0]).read_text(encoding="utf-8")
+    stories = [t.strip() for t in train_text.split("<|endoftext|>")]
+    valid_text = (root / MIRROR_FILES["tinystories"][1]).read_text(encoding="utf-8")
+    return [t for t in stories[:-1] if t], [b.strip() for b in valid_text.split("\n\n") if b.strip()]
+
+
 def load_tinystories(max_train: int = 50_000) -> Documents:
     """TinyStories: the mirror's first 2 MiB of the training stories and its validation text, or the hub's
     ``roneneldan/TinyStories`` (the first ``max_train`` training stories)."""
     root = mirror_dir()
     if root is not None:
         check_data("tinystories", "bytes")
-        train_text = (root / "tinystories/train-first-2MiB.txt").read_text(encoding="utf-8")
-        stories = [t.strip() for t in train_text.split("<|endoftext|>")]
-        train = [t for t in stories[:-1] if t][:max_train]  # the file's last story is cut off: left out
-        valid_text = (root / "tinystories/valid-blankline-separated.txt").read_text(encoding="utf-8")
-        valid = [b.strip() for b in valid_text.split("\n\n") if b.strip()]
+        train, valid = mirror_stories(root)
+        train = train[:max_train]
         return Documents(train, valid, f"TinyStories (a local mirror, $ODEBOOK_DATA): {len(train):,} whole training stories; "
                          f"held-out: the validation stories as {len(valid):,} blank-line-separated blocks (in this "
                          "file story boundaries and paragraph breaks look alike, so some blocks are paragraphs)")

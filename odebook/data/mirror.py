@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from unittest import mock
 
-from odebook.data.core import DataError
+from odebook.data.core import NOT_REGULAR, DataError, is_special
 
 __all__ = ["DATA_ENV", "DataError", "MIRROR_FILES", "TIKTOKEN_DIR", "HOW_TO_PROVIDE", "mirror_dir", "pin_data_dir",
            "check_data", "data_files", "gpt2_from_mirror"]
@@ -67,6 +67,12 @@ def check_data(corpus: str, tokenizer: str) -> None:
     missing = [name for name in needed if not (root / name).exists()]
     if missing:
         raise DataError(f"{DATA_ENV}={root} has no {', '.join(missing)}. {HOW_TO_PROVIDE}")
+    special = [name for name in needed if is_special(root / name) != (name == TIKTOKEN_DIR)]
+    special += [f"{TIKTOKEN_DIR}/{p.name}" for p in (root / TIKTOKEN_DIR).iterdir() if is_special(p)] \
+        if TIKTOKEN_DIR in needed and not special else []
+    if special:  # said before any read: a FIFO blocks it for good, /dev/zero never ends
+        what = "is not a folder" if special[0] == TIKTOKEN_DIR else NOT_REGULAR
+        raise DataError(f"{DATA_ENV}={root}: {special[0]} {what}; replace it with a good copy (see the mirror's README)")
     for name in MIRROR_FILES.get(corpus, ()):  # corpora the mirror does not hold come from the hub or files
         problem = _text_file_problem(*_stat(root / name))
         if problem:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from odebook.data.core import Corpus, DataError
+from odebook.data.core import NOT_REGULAR, Corpus, DataError, is_special
 
 __all__ = ["FILE_KEYS", "file_problems", "split_text", "load_own_corpus"]
 
@@ -17,8 +17,8 @@ FILE_KEYS = ("train_file", "valid_file", "test_file")
 def _file_problem(value: str) -> str | None:
     """Why the text file named by a parameter cannot be used, or None."""
     path = Path(value).expanduser()  # absolute: the parameters' rule for paths (odebook.params.schema.spec)
-    if path.exists() and not path.is_file():
-        return f"{path} is not a regular file (a folder, device or pipe); give a text file"
+    if is_special(path):
+        return f"{path} {NOT_REGULAR}; give a text file"
     if not path.is_file():
         return f"no such file: {path}"
     data = path.read_bytes()

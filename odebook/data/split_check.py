@@ -12,7 +12,7 @@ from pathlib import Path
 
 from odebook.data.mirror import MIRROR_FILES, mirror_dir
 
-__all__ = ["short_splits"]
+__all__ = ["short_splits", "few_stories"]
 
 SPLITS = ("train", "validation", "test")
 SURE_BYTES = 256  # more bytes than the longest GPT-2 token has
@@ -56,3 +56,35 @@ def _count(text: str, tokenizer: str) -> int:
     from odebook.data.corpus import get_tokenizer
 
     return len(get_tokenizer(tokenizer).encode(text))
+
+
+def few_stories(batch_size: int, eval_batches: int) -> list[str]:
+    """Study 04's documents: with a mirror, its validation text must hold the ``eval_batches × batch_size`` stories
+    the held-out loss is averaged over, and its training text a batch of stories — one line each, naming the file
+    (a one-story validation set would give a held-out perplexity of one document)."""
+    root = mirror_dir()
+    if root is None:
+        return []
+    train, valid = _stories(*(_stat_key(root / name) for name in MIRROR_FILES["tinystories"]))
+    problems = []
+    for n, needed, name, key in ((valid, batch_size * eval_batches, MIRROR_FILES["tinystories"][1], "eval_batches"),
+                                 (train, batch_size, MIRROR_FILES["tinystories"][0], "batch_size")):
+        if n < needed:
+            problems.append(f"key {key!r}: {root / name} holds {n} stor{'y' if n == 1 else 'ies'} (blocks of at least "
+                            f"two characters); the study needs {needed} (eval_batches × batch_size for validation, "
+                            "batch_size for training): give the whole file or lower the key")
+    return problems
+
+
+def _stat_key(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return str(path), st.st_size, st.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=4)
+def _stories(train: tuple[str, int, int], valid: tuple[str, int, int]) -> tuple[int, int]:
+    """(training, validation) stories of at least two characters in the mirror, counted once per change of a file."""
+    from odebook.data.corpus import mirror_stories
+
+    docs = mirror_stories(Path(train[0]).parent.parent)
+    return tuple(sum(len(d) >= 2 for d in part) for part in docs)  # type: ignore[return-value]

@@ -171,7 +171,9 @@ class MixedTrainingParams(RetrievalParams):
         errors = super().cross_checks()
         if not self.pattern or set(self.pattern) - {"G", "S"} or self.pattern[0] != "G":
             errors.append(f"key 'pattern' = {self.pattern!r}: letters G and S, starting with G")
-        return errors
+        from odebook.data.split_check import few_stories
+
+        return errors + ([] if errors else few_stories(self.batch_size, self.eval_batches))
 
     def arms(self) -> dict[str, PatternConfig]:
         """The study's arms by name: each bottleneck of ``bottlenecks``, then (with ``control``) the no-state control,

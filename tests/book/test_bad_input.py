@@ -3,6 +3,7 @@ never a traceback from inside the validator, never a value that runs silently.""
 
 import dataclasses
 import math
+import os
 import subprocess
 import sys
 import typing
@@ -196,3 +197,48 @@ def test_a_missing_tiktoken_file_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("ODEBOOK_DATA", str(mirror))
     assert f"tiktoken/ has no {BPE.split('/')[1]} (tiktoken's cache of https://" in \
         error_of(GradientFlowParams, {"tokenizer": "gpt2"})
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_a_mirror_file_that_is_not_a_regular_file_is_called_so_before_it_is_read(tmp_path, monkeypatch, kind):
+    """A FIFO would block the check's read for good, /dev/zero would fill the memory, a folder gave a traceback: each
+    is one line naming the file, said before anything reads it."""
+    shared = pytest.importorskip("conftest").SHARED_DATA
+    if not shared.is_dir():
+        pytest.skip("no shared data mirror beside the checkout")
+    mirror = _mirror_with(tmp_path, shared, VALID, b"")
+    (mirror / VALID).unlink()
+    if kind == "fifo":
+        os.mkfifo(mirror / VALID)
+    elif kind == "device":
+        (mirror / VALID).symlink_to("/dev/zero")
+    else:
+        (mirror / VALID).mkdir()
+    monkeypatch.setenv("ODEBOOK_DATA", str(mirror))
+    msg = error_of(GradientFlowParams, {"tokenizer": "bytes"})
+    assert f"{VALID} is not a regular file (a folder, device or pipe)" in msg
+    assert len(msg.splitlines()) == 2
+
+
+def test_a_tiktoken_cache_entry_that_is_not_a_regular_file_is_called_so(tmp_path, monkeypatch):
+    shared = pytest.importorskip("conftest").SHARED_DATA
+    if not shared.is_dir():
+        pytest.skip("no shared data mirror beside the checkout")
+    mirror = _mirror_with(tmp_path, shared, BPE, b"")
+    (mirror / BPE).unlink()
+    os.mkfifo(mirror / BPE)
+    monkeypatch.setenv("ODEBOOK_DATA", str(mirror))
+    assert f"{BPE} is not a regular file" in error_of(GradientFlowParams, {"tokenizer": "gpt2"})
+
+
+@pytest.mark.parametrize("valid, n", [(b"One short story.\n", 1), (b"A story.\n\nAnother one.\n", 2)])
+def test_study_04_refuses_a_validation_set_of_fewer_stories_than_it_evaluates(tmp_path, monkeypatch, valid, n):
+    shared = pytest.importorskip("conftest").SHARED_DATA
+    if not shared.is_dir():
+        pytest.skip("no shared data mirror beside the checkout")
+    name = "tinystories/valid-blankline-separated.txt"
+    monkeypatch.setenv("ODEBOOK_DATA", str(_mirror_with(tmp_path, shared, name, valid)))
+    msg = error_of(STUDIES["04_mixed_training"], {"batch_size": 2, "eval_batches": 4})
+    assert f"key 'eval_batches': {tmp_path / name} holds {n} stor" in msg and "the study needs 8" in msg
+    assert len(msg.splitlines()) == 2
+    STUDIES["04_mixed_training"].from_mapping({"batch_size": 1, "eval_batches": n}, "x.yaml")

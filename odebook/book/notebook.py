@@ -15,6 +15,7 @@ import torch
 from odebook.book.index import FIGURE_ORDER, saved_figures
 from odebook.book.profile import apply_profile
 from odebook.params import Params
+from odebook.params.folders import checkout_root
 from odebook.training.executor import Local, Submitit
 from odebook.training.fingerprint import run_key
 from odebook.training.runtime import Precision, precision_for, resolve_device
@@ -33,7 +34,8 @@ def start(schema: type[Params], namespace: Mapping[str, Any]) -> tuple[Params, P
     params = schema.from_namespace(namespace)
     out = output_dir(params)
     precision = precision_for(resolve_device(params.device))
-    print(f"{applied}\n" * bool(applied) + f"precision: {precision}\noutputs: {out}")
+    ignored = params.ignored_keys()
+    print(f"{applied}\n" * bool(applied) + f"{ignored}\n" * bool(ignored) + f"precision: {precision}\noutputs: {out}")
     return params, out, precision
 
 
@@ -51,8 +53,7 @@ def inline_figures() -> None:
 
 def repo_root() -> Path | None:
     """The odebook checkout this package was imported from, if it is one (None when pip-installed)."""
-    root = Path(__file__).resolve().parents[2]
-    return root if (root / "notebooks").is_dir() and (root / "pyproject.toml").is_file() else None
+    return checkout_root()
 
 
 def output_dir(params: Params) -> Path:

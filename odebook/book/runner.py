@@ -111,6 +111,9 @@ def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Para
                      for key in RUNNER_KEYS if key in ok[name][1]]
     if problems:
         raise ParamError("\n".join(problems))
+    for name, (params, _) in ok.items():
+        if params.ignored_keys():
+            print(f"{book.params / profile / name}.yaml: {params.ignored_keys()}", flush=True)
     return ok
 
 
@@ -226,8 +229,10 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
                 res = run_notebook(book, profile, name, params, overrides, kernel_name, fresh)
             if res.ok:
                 rerun.record(book.profile_outputs(profile) / name, now)
-            reason = "" if res.ok else f": {one_line(res.error)}"
-            print(f"{'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s{reason}", flush=True)
+            first, *rest = error_lines(res.error, book.profile_outputs(profile) / f"{name}.failed") if res.error \
+                else [""]
+            print(f"{'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s{first and ': ' + first}", flush=True)
+            print("".join(f"    {line}\n" for line in rest), end="", flush=True)
             results.append(res)
     index = write_index(book, profile)
     failed, skipped = [r.name for r in results if not r.ok], sum(r.skipped for r in results)
@@ -237,9 +242,17 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
     return results
 
 
-def one_line(text: str) -> str:
-    """A (multi-line) error as one console line: its lines joined, runs of white space made one."""
-    return " ".join(text.split())
+ERROR_LINES = 40  # a failed notebook's error in the console: its first line, then at most this many more
+
+
+def error_lines(text: str, folder: Path) -> list[str]:
+    """A failed notebook's error for the console, as its lines (a failed job array's error holds each job's
+    traceback): the first line, then up to ERROR_LINES more, the whole in ``folder``'s manifest.json."""
+    lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+    if len(lines) > ERROR_LINES + 1:
+        lines = lines[:ERROR_LINES + 1] + [f"… {len(lines) - ERROR_LINES - 1} more lines: \"error\" in "
+                                           f"{folder / 'manifest.json'}"]
+    return lines or [""]
 
 
 def clean(book: Book, profile: str) -> Path:

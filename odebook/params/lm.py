@@ -45,7 +45,7 @@ class LMParams(Params):
     eval_batches: int = spec(20, ge=1, help="fixed held-out batches evaluated at every interval")
     tensorboard: bool = spec(False, help="also write TensorBoard logs to <output_dir>/tensorboard/")
     checkpoint_interval: int = spec(100, ge=0, help="steps between checkpoints of each run (resumed on a re-run); 0 = none")
-    checkpoint_dir: str = spec("", path=True, help="where runs keep checkpoints; empty = <output_dir>/checkpoints")
+    checkpoint_dir: str = spec("", path="writes", help="where runs keep checkpoints; empty = <output_dir>/checkpoints")
     fresh: bool = spec(False, help="ignore stored checkpoints: train every run from the start")
     alpha: float = spec(0.05, gt=0.0, le=0.5, help="family-wise significance level (Holm) of the study's verdicts")
 

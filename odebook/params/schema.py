@@ -5,15 +5,19 @@ YAML loader that refuses a key given twice. Every problem is one line of one ``P
 from __future__ import annotations
 
 import ast
+import base64
 import dataclasses
 import difflib
 import math
+import os
 import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 import yaml
+
+from odebook.params.folders import written_folder_problem
 
 __all__ = ["ParamError", "Params", "spec", "INT_LIMIT", "load_yaml", "yaml_mapping", "injected_names"]
 
@@ -25,10 +29,11 @@ class ParamError(ValueError):
 
 
 def spec(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
-         choices: tuple | None = None, min_len: int = 1, path: bool = False, help: str = "") -> Any:
+         choices: tuple | None = None, min_len: int = 1, path: bool | str = False, help: str = "") -> Any:
     """A dataclass field with bounds (``ge``/``gt``/``le``) or allowed ``choices``; a list needs at least
     ``min_len`` entries and each entry is held to the bounds; lists get a fresh copy. A ``path`` is empty or
-    absolute (``~`` expanded): the one rule for every file and folder a parameter names."""
+    absolute (``~`` expanded): the one rule for every file and folder a parameter names; ``path="writes"`` marks a
+    folder the study writes into, which must also lie outside the checkout's source and the system's folders."""
     return _field(default, {"ge": ge, "gt": gt, "le": le, "choices": choices, "min_len": min_len, "path": path,
                             "help": help})
 
@@ -83,12 +88,18 @@ def _coerce(value: Any, tp: Any) -> Any:
     raise TypeError(f"unsupported parameter type {tp!r}")
 
 
+SLURM_ONLY = ("slurm_partition", "slurm_gpus_per_job", "slurm_array_parallelism")
+EXECUTOR_KEYS = ("executor_folder", "slurm_time_min", *SLURM_ONLY)  # what submitit alone reads
 def _check_bounds(value: Any, meta: Mapping[str, Any]) -> str | None:
     if isinstance(value, list) and len(value) < meta["min_len"]:
         return f"needs at least {meta['min_len']} {'entry' if meta['min_len'] == 1 else 'entries'}"
     items = value if isinstance(value, list) else [value]
     if meta.get("path") and value and not Path(value).expanduser().is_absolute():
         return "must be an absolute path (notebooks run in their own folder, so a relative path is ambiguous)"
+    if meta.get("path") == "writes" and value:
+        problem = written_folder_problem(Path(value).expanduser().resolve())
+        if problem:
+            return problem
     for v in items:
         if isinstance(v, int) and not isinstance(v, bool) and abs(v) > INT_LIMIT:
             return f"must be <= {INT_LIMIT}"
@@ -134,13 +145,13 @@ class Params:
                             help="interim looks: seed counts below n_seeds at which the primary claims are examined "
                                  "and the study stops once they are settled (study.looks); [] = n_seeds at once")
     device: str = spec("auto", choices=("auto", "cpu", "cuda"), help="auto = cuda when available")
-    output_dir: str = spec("", path=True, help="where figures and results go; '' = outputs/interactive/<study>; "
+    output_dir: str = spec("", path="writes", help="where figures and results go; '' = outputs/interactive/<study>; "
                            "the runner sets it (a profile file may not)")
     executor: str = spec("local", choices=("local", "submitit"),
                          help="where the study's independent runs go (odebook.training.executor): 'local' = this "
                               "process (one per GPU on a machine with several); 'submitit' = one job array per look, "
                               "on SLURM where sbatch is found, else subprocesses of this machine")
-    executor_folder: str = spec("", path=True, help="submitit: a folder every node sees, for the jobs' pickles and "
+    executor_folder: str = spec("", path="writes", help="submitit: a folder every node sees, for the jobs' pickles and "
                                 "logs; '' = <checkpoint folder>/jobs")
     slurm_partition: str = spec("", help="submitit on SLURM: the partition; '' = the cluster's default")
     slurm_time_min: int = spec(120, ge=1, help="submitit: each job's time limit in minutes")
@@ -190,6 +201,8 @@ class Params:
         names = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in namespace.items() if k in names}
         injected = injected_names(namespace.get("In", ()))
+        if injected:
+            check_papermill_files()
         values.update({k: namespace.get(k) for k in injected - names})
         return cls.from_mapping(values, source if not injected else "papermill parameters (-p/-f)")
 
@@ -211,6 +224,20 @@ class Params:
     def cross_checks(self) -> list[str]:
         """Constraints between fields, and data availability; each problem as one line."""
         return []
+
+    def ignored_keys(self) -> str:
+        """One line naming the executor keys set to other than their defaults that cannot apply to the executor
+        chosen here (submitit's keys under ``executor: local``; SLURM's where no ``sbatch`` is found), else ""."""
+        import shutil
+
+        names = EXECUTOR_KEYS if self.executor == "local" else SLURM_ONLY if shutil.which("sbatch") is None else ()
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        changed = [k for k in names if getattr(self, k) != fields[k].default]
+        if not changed:
+            return ""
+        why = ("with executor: local (set executor: submitit to use them)" if self.executor == "local" else
+               "here: no sbatch is found, so submitit runs the jobs as subprocesses of this machine")
+        return f"warning: {', '.join(changed)} ignored {why}"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -246,6 +273,37 @@ def injected_names(history: Any) -> set[str]:
     return names
 
 
+PAPERMILL_FILE_OPTIONS = {"-f": "file", "--parameters_file": "file", "-y": "yaml", "--parameters_yaml": "yaml",
+                          "-b": "base64", "--parameters_base64": "base64"}
+
+
+def check_papermill_files(pid: int | None = None) -> None:
+    """Read the YAML that papermill's command line (``-f FILE``, ``-y TEXT``, ``-b BASE64``) gave this kernel by
+    the rules of a profile file, so that a key written twice is refused here too: papermill parses it itself, before
+    the kernel starts, and keeps the last value. The command line is that of the kernel's parent, papermill (Linux's
+    /proc); where it cannot be read, or papermill ran from Python, there is nothing to check."""
+    proc = Path(f"/proc/{pid or os.getppid()}")
+    try:
+        argv = (proc / "cmdline").read_bytes().decode("utf-8", "replace").split("\0")
+        environ = dict(v.split("=", 1) for v in (proc / "environ").read_bytes().decode("utf-8", "replace").split("\0")
+                       if "=" in v)
+    except OSError:
+        return
+    # where papermill was typed (the shell's PWD): with --cwd papermill moves itself to the kernel's folder
+    folders = [Path(environ.get("PWD", "/")), (proc / "cwd").resolve()]
+    if not any("papermill" in arg for arg in argv[:3]):
+        return
+    for option, value in zip(argv, argv[1:]):
+        kind = PAPERMILL_FILE_OPTIONS.get(option)
+        if kind == "file":
+            found = [path for path in (folder / Path(value).expanduser() for folder in folders) if path.is_file()]
+            text = found[0].read_bytes() if found else None
+        else:
+            text = value.encode() if kind == "yaml" else base64.b64decode(value) if kind == "base64" else None
+        if text is not None:
+            yaml_mapping(text, source=f"papermill {option}" + f" {value}" * (kind == "file"))
+
+
 class _StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a key given twice in one mapping is an error (PyYAML keeps the last)."""
 
@@ -265,7 +323,8 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a profile's parameter file: a YAML mapping (an empty file is an empty mapping), no key twice."""
+    """Read a profile's parameter file: a YAML mapping, no key twice; an empty file is refused (``{}`` says "the
+    notebook's own defaults" on purpose)."""
     path = Path(path)
     if not path.is_file():
         raise ParamError(f"{path}: parameter file not found")
@@ -282,8 +341,10 @@ def yaml_mapping(data: bytes, *, source: str) -> dict[str, Any]:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise ParamError(f"{source}: not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
-    if mapping is None:
-        return {}
-    if not isinstance(mapping, dict):
+    if not isinstance(mapping, dict | None):
         raise ParamError(f"{source}: must be a mapping of parameter names to values, got {type(mapping).__name__}")
+    if mapping is None:
+        raise ParamError(f"{source}: holds no parameters; an empty file would run the notebook's own defaults (the t4 "
+                         "profile's scale: hours on a CPU). Write the keys you mean to set, e.g. starting from a copy "
+                         "of params/smoke/, or {} to run the defaults on purpose (as params/t4/ does)")
     return mapping

@@ -58,13 +58,14 @@ def content_hashes(files: Iterable[str | Path]) -> dict[str, str]:
         for item in sorted(f.iterdir()) if f.is_dir() else [f]:
             st = item.stat()
             out[item.name if item == f else f"{f.name}/{item.name}"] = _sha256(str(item.resolve()), st.st_size,
-                                                                               st.st_mtime_ns, st.st_ino)
+                                                                               st.st_ctime_ns, st.st_ino)
     return out
 
 
 @functools.lru_cache(maxsize=64)
-def _sha256(path: str, size: int, mtime_ns: int, inode: int) -> str:
-    """Read once per change of the file (its size, modification time or inode are the key)."""
+def _sha256(path: str, size: int, ctime_ns: int, inode: int) -> str:
+    """Read once per change of the file: its size, inode and status-change time are the key (every write moves the
+    ctime, which, unlike the modification time, no tool can set back)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -242,3 +243,48 @@ def test_study_04_refuses_a_validation_set_of_fewer_stories_than_it_evaluates(tm
     assert f"key 'eval_batches': {tmp_path / name} holds {n} stor" in msg and "the study needs 8" in msg
     assert len(msg.splitlines()) == 2
     STUDIES["04_mixed_training"].from_mapping({"batch_size": 1, "eval_batches": n}, "x.yaml")
+
+
+def test_an_empty_parameter_file_is_refused_not_run_at_the_notebooks_own_scale(tmp_path):
+    for text in ("", "# only a comment\n", "\n\n"):
+        (tmp_path / "01.yaml").write_text(text)
+        with pytest.raises(ParamError, match=r"01.yaml: holds no parameters; an empty file would run the notebook's "
+                                             r"own defaults \(the t4 profile's scale"):
+            load_yaml(tmp_path / "01.yaml")
+    (tmp_path / "01.yaml").write_text("# the notebook's own defaults, on purpose (as params/t4/)\n{}\n")
+    assert load_yaml(tmp_path / "01.yaml") == {}
+
+
+def test_papermills_parameter_file_with_a_key_twice_is_refused_by_the_kernel(tmp_path, root):
+    """papermill parses -f itself and keeps the last value; the notebook's first cell reads the same file again by the
+    profile files' rules and stops in one line, before any data or model."""
+    (tmp_path / "p.yaml").write_text("steps: 3\nlr: 0.001\nsteps: 5\n")
+    out = tmp_path / "out.ipynb"
+    done = subprocess.run([sys.executable, "-m", "papermill", str(root / "notebooks" / "01_gradient_flow.ipynb"),
+                           str(out), "-f", "p.yaml", "--cwd", str(root / "notebooks")], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path, env={**os.environ, "PWD": str(tmp_path)})
+    assert done.returncode == 1
+    assert "papermill -f p.yaml: not valid YAML (line 3): key 'steps' is given twice (lines 1 and 3)" in done.stderr
+
+
+def test_papermills_command_line_is_read_by_the_strict_rules(tmp_path, monkeypatch):
+    """The same check without a kernel: a fake parent process whose command line is papermill's."""
+    from odebook.params.schema import check_papermill_files
+
+    fake = tmp_path / "proc"
+    fake.mkdir()
+    (fake / "cwd").symlink_to(tmp_path)
+    (fake / "environ").write_bytes(b"PWD=/nowhere\0")
+    (tmp_path / "ok.yaml").write_text("steps: 3\n")
+    real = Path
+    monkeypatch.setattr("odebook.params.schema.Path", lambda p, *a: fake if str(p).startswith("/proc/") else real(p, *a))
+    for argv, says in [(["papermill", "a.ipynb", "b.ipynb", "-f", "ok.yaml"], None),
+                       (["papermill", "a", "b", "-y", "lr: 1\nlr: 2\n"], "papermill -y: not valid YAML"),
+                       (["python", "-m", "papermill", "a", "b", "-b", "bHI6IDEKbHI6IDIK"], "papermill -b: not valid"),
+                       (["jupyter", "lab", "-f", "missing.yaml"], None)]:
+        (fake / "cmdline").write_bytes("\0".join(argv).encode() + b"\0")
+        if says is None:
+            check_papermill_files(1)
+        else:
+            with pytest.raises(ParamError, match=says):
+                check_papermill_files(1)

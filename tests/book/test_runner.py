@@ -47,7 +47,7 @@ def book(tmp_path, monkeypatch) -> runner.Book:
     (b.notebooks / "90_ok.py").write_text(OK)
     (b.notebooks / "91_fail.py").write_text(FAIL)
     (b.params / "smoke" / "90_ok.yaml").write_text("value: 7\n")
-    (b.params / "smoke" / "91_fail.yaml").write_text("")
+    (b.params / "smoke" / "91_fail.yaml").write_text("{}\n")
     return b
 
 
@@ -263,7 +263,7 @@ print("a warning", file=sys.stderr)
 def test_reports_carry_the_profile_banner_and_the_final_path_and_the_index_is_a_front_page(book, monkeypatch):
     monkeypatch.setitem(params_mod.STUDIES, "92_report", OkParams)
     (book.notebooks / "92_report.py").write_text(REPORT)
-    (book.params / "smoke" / "92_report.yaml").write_text("")
+    (book.params / "smoke" / "92_report.yaml").write_text("{}\n")
     runner.run_book(book, "smoke", ["92_report", "91_fail"])
     out = book.outputs / "smoke"
     report = (out / "92_report" / "92_report.ipynb").read_text()
@@ -311,7 +311,7 @@ def test_checkpoints_survive_reruns_and_failures_and_fresh_reaches_the_notebook(
     new outputs, a failed one leaves them in place, and --fresh (make run-all FRESH=1) sets the notebook's fresh."""
     monkeypatch.setitem(params_mod.STUDIES, "92_ckpt", CkptParams)
     (book.notebooks / "92_ckpt.py").write_text(CKPT)
-    (book.params / "smoke" / "92_ckpt.yaml").write_text("")
+    (book.params / "smoke" / "92_ckpt.yaml").write_text("{}\n")
     log = book.outputs / "smoke" / "92_ckpt" / "checkpoints" / "runs.txt"
     runner.run_book(book, "smoke", ["92_ckpt"])
     runner.run_book(book, "smoke", ["92_ckpt"], fresh=True)
@@ -319,3 +319,18 @@ def test_checkpoints_survive_reruns_and_failures_and_fresh_reaches_the_notebook(
     (book.params / "smoke" / "92_ckpt.yaml").write_text("fail: true\n")
     assert not runner.run_book(book, "smoke", ["92_ckpt"])[0].ok
     assert log.read_text() == "fresh=False\nfresh=True\nfresh=False\n"  # the failed run's checkpoint is kept
+
+
+def test_a_failed_notebooks_error_is_shown_as_its_lines_not_joined_into_one(tmp_path):
+    """A failed job array's error holds each job's traceback; the console shows it as lines (the first beside
+    FAILED), cut after ERROR_LINES with where the whole is."""
+    from odebook.book.runner import ERROR_LINES, error_lines
+
+    trace = "\n".join(f'  File "x.py", line {i}, in f' for i in range(100))
+    text = f"cell [7] raised JobsFailed: 1 of 3 jobs failed (logs in /j):\n\njob 5 (run 2 of this array): boom\n{trace}"
+    lines = error_lines(text, tmp_path / "01.failed")
+    assert lines[0] == "cell [7] raised JobsFailed: 1 of 3 jobs failed (logs in /j):"
+    assert lines[1] == "job 5 (run 2 of this array): boom" and lines[2] == '  File "x.py", line 0, in f'
+    assert len(lines) == ERROR_LINES + 2 and lines[-1].startswith("… 61 more lines")
+    assert str(tmp_path / "01.failed" / "manifest.json") in lines[-1]
+    assert error_lines("cell [3] raised ValueError: bad", tmp_path) == ["cell [3] raised ValueError: bad"]

@@ -3,6 +3,7 @@ file and the key; a file that is not a regular file is called what it is."""
 
 import dataclasses
 import os
+from pathlib import Path
 
 import pytest
 import yaml
@@ -49,3 +50,34 @@ def test_a_corpus_that_is_not_a_regular_file_is_called_so(tmp_path, kind):
                                                   "text_file": str(path)}, source="x.yaml")
     assert f"key 'text_file' = '{path}': {path} is not a regular file" in str(err.value)
     assert "no such file" not in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["output_dir", "executor_folder", "checkpoint_dir"])
+def test_a_folder_the_study_writes_may_not_be_the_checkouts_source_or_a_system_folder(root, tmp_path, key):
+    study = STUDIES["01_gradient_flow"]
+    for folder, says in [(root / "notebooks" / "jobs", "inside the checkout's source"), (root, "inside the checkout"),
+                         (Path("/etc"), "a system folder"), (Path("/"), "a system folder"),
+                         (Path("/usr/local/x"), "a system folder")]:
+        with pytest.raises(ParamError) as err:
+            study.from_mapping({**_smoke("01_gradient_flow"), key: str(folder)}, source="x.yaml")
+        assert f"key '{key}' = '{folder}': {says}" in str(err.value)
+    for fine in (root / "outputs" / "mine", tmp_path / "jobs"):
+        study.from_mapping({**_smoke("01_gradient_flow"), key: str(fine)}, source="x.yaml")
+
+
+def test_executor_keys_that_cannot_apply_here_are_named_in_one_warning(monkeypatch):
+    import shutil
+
+    study = STUDIES["01_gradient_flow"]
+    local = study.from_mapping({**_smoke("01_gradient_flow"), "slurm_partition": "gpu", "slurm_time_min": 30},
+                               source="x.yaml")
+    assert local.ignored_keys() == ("warning: slurm_time_min, slurm_partition ignored with executor: local (set "
+                                    "executor: submitit to use them)")
+    submitit = study.from_mapping({**_smoke("01_gradient_flow"), "executor": "submitit", "slurm_partition": "gpu",
+                                   "slurm_time_min": 30}, source="x.yaml")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert submitit.ignored_keys() == ("warning: slurm_partition ignored here: no sbatch is found, so submitit runs "
+                                       "the jobs as subprocesses of this machine")
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/sbatch")
+    assert submitit.ignored_keys() == ""
+    assert study.from_mapping(_smoke("01_gradient_flow"), source="x.yaml").ignored_keys() == ""

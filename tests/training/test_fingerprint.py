@@ -127,3 +127,18 @@ def test_a_notebooks_run_key_holds_its_arithmetic_and_its_data_files_content(roo
     assert not {"output_dir", "checkpoint_dir", "fresh", "seed"} & set(key)
     assert set(key["data"]) == {"wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens"}  # bytes: no tiktoken
     assert all(len(h) == 64 for h in key["data"].values())
+
+
+def test_a_file_edited_in_place_with_its_modification_time_set_back_hashes_anew_in_the_same_process(tmp_path):
+    """A kernel that stays open across an edit: the hash cache is keyed on the status-change time, not the mtime."""
+    import os
+
+    from odebook.training.fingerprint import content_hashes
+
+    f = tmp_path / "corpus.txt"
+    f.write_text("the cat sat\n")
+    first = content_hashes([f])
+    st = f.stat()
+    f.write_text("gur png fng\n")
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert f.stat().st_mtime_ns == st.st_mtime_ns and content_hashes([f]) != first

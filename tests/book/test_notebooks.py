@@ -11,6 +11,7 @@ import pytest
 from odebook.book import runner
 from odebook.params import STUDIES
 
+import browser
 from conftest import ROOT
 
 BOOK = runner.Book.at(ROOT)
@@ -108,13 +109,21 @@ def test_every_profile_has_a_parameter_file(name, profile):
     assert (BOOK.params / profile / f"{name}.yaml").is_file()
 
 
+@pytest.fixture(scope="module")
+def smoke_book(tmp_path_factory):
+    """The whole book run once on the smoke profile (as make run-all), into a temporary outputs folder, with
+    MPLBACKEND=Agg exported as CI does: (its outputs folder, the runner's results)."""
+    out = tmp_path_factory.mktemp("outputs")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MPLBACKEND", "Agg")
+        return out, runner.run_book(runner.Book(BOOK.notebooks, BOOK.params, out), "smoke")
+
+
 @pytest.mark.slow
-def test_every_notebook_runs_with_the_smoke_profile(tmp_path, monkeypatch):
-    """The same runner as make run-all, writing to a temporary outputs folder, with MPLBACKEND=Agg exported (as CI
-    does): every figure a notebook saves is shown inline in its report."""
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    book = runner.Book(BOOK.notebooks, BOOK.params, tmp_path)
-    results = runner.run_book(book, "smoke")
+def test_every_notebook_runs_with_the_smoke_profile(smoke_book):
+    """The same runner as make run-all: every notebook runs, writes its headline numbers, and every figure it saves
+    is shown inline in its report."""
+    tmp_path, results = smoke_book
     assert [r.name for r in results] == NOTEBOOKS
     assert all(r.ok for r in results), [r.error for r in results if not r.ok]
     for name in NOTEBOOKS:
@@ -126,6 +135,33 @@ def test_every_notebook_runs_with_the_smoke_profile(tmp_path, monkeypatch):
         images = (out / f"{name}.html").read_text(encoding="utf-8").count("<img ")
         assert images == len(figures), f"{name}: {images} images inline, {len(figures)} figures saved"
     assert (tmp_path / "smoke" / "index.html").is_file()
+
+
+REPORT_LAYOUT = """(() => {
+  const findings = [...document.querySelectorAll('h2')].find(h => h.textContent.trim().startsWith('Findings'));
+  const cell = document.querySelector('.jp-CodeCell');
+  const top = e => e.getBoundingClientRect().top + window.scrollY;
+  return {findings: findings ? top(findings) : null, code: top(cell),
+          folded: getComputedStyle(cell.querySelector('.jp-Cell-inputWrapper')).display === 'none',
+          button: (document.getElementById('odebook-code') || {}).textContent};
+})()"""
+FRONT_PAGE = """(() => ({text: document.body.innerText, marked: document.querySelectorAll('code, strong, em').length,
+                    thumbnails: [...document.querySelectorAll('img')].map(i => i.getBoundingClientRect().width)}))()"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="no Chromium here (CI installs Debian's chromium)")
+def test_reports_open_on_their_findings_with_code_folded_and_the_front_page_renders_markdown(smoke_book):
+    """What a reader sees in a browser: each report's Findings above its first code cell, its code hidden behind a
+    "show code" button; the front page's Markdown rendered (no backticks or asterisks left), thumbnails readable."""
+    out = smoke_book[0] / "smoke"
+    for name in NOTEBOOKS:
+        page = browser.evaluate(out / name / f"{name}.html", REPORT_LAYOUT)
+        assert page["findings"] is not None and page["findings"] < page["code"], (name, page)
+        assert page["folded"] and page["button"] == "show code", (name, page)
+    front = browser.evaluate(out / "index.html", FRONT_PAGE)
+    assert "`" not in front["text"] and "**" not in front["text"] and front["marked"] > 0, front["text"][:2000]
+    assert len(front["thumbnails"]) == len(NOTEBOOKS) and min(front["thumbnails"]) >= 400, front["thumbnails"]
 
 
 def test_pre_commit_runs_make_sync_on_notebooks(root):

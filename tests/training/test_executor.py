@@ -165,3 +165,46 @@ def test_slurm_jobs_ask_for_a_gpu_only_when_the_profile_says_so(tmp_path, monkey
 def untimed(runs: list[dict]) -> list[dict]:
     """Run records without their step times (the one thing two runs of the same arithmetic do not share)."""
     return [{**r, "history": {k: v for k, v in r["history"].items() if k != "step_time"}} for r in runs]
+
+
+def slurm_is_up() -> bool:
+    """A SLURM cluster answers here with an idle or mixed node (CI starts one: scripts/slurm_one_node.sh)."""
+    import subprocess
+
+    if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
+        return False
+    done = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=30)
+    return done.returncode == 0 and bool({"idle", "mix"} & set(done.stdout.split()))
+
+
+def readme_cluster_recipe() -> str:
+    """The YAML block of README's cluster recipe, as written there."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("```yaml\n  executor: submitit") + len("```yaml\n")
+    return "\n".join(line.strip() for line in text[start:text.index("```", start)].splitlines()) + "\n"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not slurm_is_up(), reason="no SLURM cluster answers here (CI starts one: scripts/slurm_one_node.sh)")
+def test_readmes_cluster_recipe_runs_a_notebook_as_slurm_job_arrays_with_the_local_runs_results(tmp_path, monkeypatch):
+    """README's cluster recipe, as written (only its example folder replaced), added to study 01's smoke profile:
+    every run goes to SLURM through sbatch (each job's submission script is an sbatch script) and comes back equal to
+    the runs of the notebook's own process."""
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    recipe = readme_cluster_recipe()
+    assert "executor: submitit" in recipe and "slurm_gpus_per_job: 0" in recipe
+    params = tmp_path / "params"
+    shutil.copytree(ROOT / "params" / "smoke", params / "smoke")
+    (params / "cluster").mkdir()
+    smoke_file = (params / "smoke" / "01_gradient_flow.yaml").read_text()
+    (params / "cluster" / "01_gradient_flow.yaml").write_text(
+        smoke_file + recipe.replace("/shared/you/odebook-jobs", str(tmp_path / "jobs")))
+    book = runner.Book(ROOT / "notebooks", params, tmp_path / "outputs")
+    ran = [runner.run_book(book, profile, ["01_gradient_flow"])[0] for profile in ("smoke", "cluster")]
+    assert all(r.ok for r in ran), [r.error for r in ran]
+    here, there = (json.loads((tmp_path / "outputs" / p / "01_gradient_flow" / "results.json").read_text())
+                   for p in ("smoke", "cluster"))
+    scripts = list((tmp_path / "jobs").rglob("*_submission.sh"))
+    assert scripts and all("#SBATCH" in s.read_text() for s in scripts)
+    assert jobs_in(tmp_path / "jobs") == len(there["runs"]) > 0
+    assert untimed(there["runs"]) == untimed(here["runs"]) and there["verdicts"] == here["verdicts"]

@@ -91,7 +91,7 @@ def _thumbnail(folder: Path, href: str) -> str:
     return f"<a href='{href}'><img class='thumb' src='{rel}' alt='{figures[0].stem}'></a>"
 
 
-def _card(out_root: Path, notebook: Path, smoke: bool, note: str = "") -> str:
+def _card(out_root: Path, notebook: Path, smoke: bool) -> str:
     name = notebook.stem
     title, question = question_of(notebook)
     good = _read_json(out_root / name / "manifest.json")
@@ -116,8 +116,7 @@ def _card(out_root: Path, notebook: Path, smoke: bool, note: str = "") -> str:
     numbers = "<br>".join(f"{html.escape(k)}: {_fmt(v)}"
                           for k, v in results.get("headline", {}).items() if not k.startswith("verdict: "))
     numbers = f"<details><summary>headline numbers</summary><p>{numbers}</p></details>" if numbers else ""
-    note = f"<p class='failed'>{html.escape(note)}</p>" if note else ""
-    return (f"<section class='card'>{_thumbnail(folder, href)}{head}<p class='status'>{status}</p>{note}{error}"
+    return (f"<section class='card'>{_thumbnail(folder, href)}{head}<p class='status'>{status}</p>{error}"
             f"{_findings(results, smoke)}{numbers}</section>")
 
 
@@ -131,11 +130,10 @@ STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100p
 .claim{font-weight:600}.verdicts details{margin:.1em 0 0 1.5em;color:#57606a}h3{font-size:1em;margin:.8em 0 .2em}pre{white-space:pre-wrap;background:#f6f8fa;padding:.6em}"""
 
 
-def write_index(out_root: Path, notebooks: list[Path], profile: str, notes: dict[str, str] | None = None) -> Path:
-    """Write ``out_root``/index.html for ``notebooks`` (their .py files) run with ``profile``; ``notes`` (by
-    notebook name) are shown on their cards, e.g. that a committed report is stale (odebook.book.reports)."""
+def write_index(out_root: Path, notebooks: list[Path], profile: str) -> Path:
+    """Write ``out_root``/index.html for ``notebooks`` (their .py files) run with ``profile``."""
     out_root.mkdir(parents=True, exist_ok=True)
-    cards = "\n".join(_card(out_root, nb, profile == "smoke", (notes or {}).get(nb.stem, "")) for nb in notebooks)
+    cards = "\n".join(_card(out_root, nb, profile == "smoke") for nb in notebooks)
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>odebook — {html.escape(profile)}</title>"
             f"<style>{STYLE}</style></head><body><h1>odebook — profile <code>{html.escape(profile)}</code></h1>"
             f"<p class='banner'>{html.escape(profile_note(profile))}</p>\n{cards}\n</body></html>")

@@ -36,8 +36,11 @@ def _book_with(tmp_path: Path, verdicts: list[dict]) -> Path:
     run = root / "outputs" / "cpu" / "01_x"
     run.mkdir(parents=True)
     (run / "results.json").write_text(json.dumps({"headline": {}, "verdicts": verdicts}))
+    (root / "params" / "cpu").mkdir(parents=True)
+    (root / "params" / "cpu" / "01_x.yaml").write_text("steps: 3\n")
     (run / "manifest.json").write_text(json.dumps({"notebook": "01_x", "profile": "cpu", "status": "ok",
-                                                   "seconds": 1.0, "finished": "2026-01-01T00:00:00+00:00"}))
+                                                   "seconds": 1.0, "finished": "2026-01-01T00:00:00+00:00",
+                                                   "hashes": reports.hashes(root, "01_x", "cpu")}))
     return root
 
 

@@ -196,3 +196,14 @@ def test_reports_go_stale_when_the_science_changes_and_not_the_books_machinery(t
     path = root / touched
     path.write_text(path.read_text() + "\n# touched\n")
     assert reports.stale(root, "cpu") == {"01_x": ["odebook"] if goes_stale else []}
+
+
+def test_the_readme_table_marks_a_report_whose_code_changed_since_it_ran(tmp_path):
+    """A stale report is said where it is read: its row in README's table, with what changed and how to see the
+    files; a current one carries no mark."""
+    root = _book(tmp_path)
+    reports.publish(root, "cpu")
+    assert "stale" not in reports.verdict_table(root)
+    (root / "notebooks" / "01_x.py").write_text("# # 01 · x\n#\n# **Question.** Does it hold, now?\n")
+    assert "<br><sub>⚠ stale: its notebook changed since it ran (`make check-reports PROFILE=cpu` names the " \
+        "files); its numbers are those of the older code</sub> | it holds | **held** |" in reports.verdict_table(root)

@@ -163,7 +163,9 @@ def _stale_note(changed: list[str], profile: str) -> str:
     """The mark of a stale report in the README's table ("" for a current one)."""
     if not changed:
         return ""
-    what = "its manifest records no hashes" if changed == [NO_HASHES] else f"its {', '.join(changed)} changed since it ran"
+    parts = {"notebook": "notebook", "parameters": "parameter file", "odebook": "science code (odebook)"}
+    what = "its manifest records no hashes" if changed == [NO_HASHES] else \
+        f"its {' and '.join(parts.get(c, c) for c in changed)} changed since it ran"
     return (f"<br><sub>⚠ stale: {what} (`make check-reports PROFILE={profile}` names the files); its numbers are those "
             "of the older code</sub>")
 

@@ -15,6 +15,10 @@ The memory: the largest training step (odebook.study.measure.peak_memory: activa
 fp32 on the CPU) plus its model's weights and Adam's two moments (12 bytes a parameter). fp16 autocast on a T4 keeps
 the weights and their state in fp32 and halves most activations: the fp32 figure bounds the T4's.
 
+The calibration: the runner records each finished run's measured time over its estimate, per processor and study,
+in the profile's outputs folder (``CALIBRATION``), and scales the next estimate there by the median of the last few
+(``calibrated``); the line says how many runs calibrated it, or that none has yet on this processor.
+
 The T4: its fp16 tensor-core peak (65 TFLOP/s) at ``T4_FRACTION`` of it — small models spend much of a step in
 element-wise kernels and launches, so a quarter is what such models reach, not a measurement here.
 """
@@ -25,6 +29,7 @@ import collections
 import dataclasses
 import functools
 import itertools
+import json
 import math
 import os
 import resource
@@ -33,11 +38,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from odebook.book import processor
 from odebook.params import Params
 from odebook.study.flops import count_flops
 from odebook.study.measure import peak_memory
@@ -47,6 +54,7 @@ from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
 
 __all__ = ["Runs", "Work", "Budget", "plan", "pass_flops", "estimate", "memory", "announce", "line", "HANDED",
+           "calibrated", "record", "CALIBRATION",
            "T4_FLOPS", "T4_FRACTION", "T4_MEMORY", "START_UP_PER_IMPORT", "start_up"]
 
 T4_FLOPS = 65e12  # fp16 tensor-core peak (NVIDIA's T4 datasheet)
@@ -75,10 +83,17 @@ class Budget:
     seed_seconds: float = math.nan  # what one more seed adds (one more run of every per-seed group)
     n_seeds: int = 0
     defaults: bool = True  # the run is the notebook's own (t4) parameters: only then does the cpu profile help
+    factor: float = 1.0  # measured over estimated time of this study's earlier runs on this processor (``calibrated``)
+    calibrations: int = 0  # how many runs the factor comes from
 
     def seeds_within(self, seconds: float) -> int:
         """How many seeds the study can run within ``seconds`` here, its other parts as they are."""
-        return max(0, self.n_seeds + math.floor((seconds - self.seconds) / self.seed_seconds))
+        return max(0, self.n_seeds + math.floor((seconds - self.here) / (self.factor * self.seed_seconds)))
+
+    @property
+    def here(self) -> float:
+        """The estimated seconds on this device, calibrated by this study's earlier runs here where there were any."""
+        return self.seconds * self.factor
 
     @property
     def t4_seconds(self) -> float:
@@ -87,10 +102,12 @@ class Budget:
     def line(self) -> str:
         """One line a person reads before the first step."""
         fits = "fits" if self.peak_bytes < T4_MEMORY else "does NOT fit"
-        text = (f"budget {self.study}: ≈ {_duration(self.seconds)} here ({self.device}), {self.flops / 1e12:,.1f} "
+        how = (f"calibrated by {self.calibrations} earlier run{'s' * (self.calibrations > 1)} here"
+               if self.calibrations else "not yet calibrated on this processor")
+        text = (f"budget {self.study}: ≈ {_duration(self.here)} here ({self.device}; {how}), {self.flops / 1e12:,.1f} "
                 f"TFLOP; peak memory {self.peak_bytes / 1e9:.2f} GB ({self.largest}); on a T4 ≈ "
                 f"{_duration(self.t4_seconds)} (at {T4_FRACTION:.0%} of its fp16 peak), {fits} its 15 GB")
-        if self.seconds > LONG and self.defaults and self.device == "cpu":
+        if self.here > LONG and self.defaults and self.device == "cpu":
             text += (f" — long here: the cpu profile is sized for a CPU (params/cpu/{self.study}.yaml; "
                      "make run-all PROFILE=cpu)")
         if self.share < BUSY:
@@ -236,20 +253,49 @@ def _counted(plan_: list[Runs], precision: Precision, train_only: bool) -> list[
     return out
 
 
+# -- calibration: what this processor took for a study's earlier runs, over what was estimated -------------------
+CALIBRATION = ".budget-calibration.json"  # in a profile's outputs folder: {processor: {study: [ratios]}}
+KEEP = 5  # the latest ratios a factor is the median of
+
+
+def calibrated(budget: Budget, folder: Path) -> Budget:
+    """``budget`` scaled by the median of the last ``KEEP`` measured-over-estimated ratios of its study's runs on
+    this processor recorded in ``folder`` (``record``); as it is where there are none."""
+    ratios = _calibrations(folder).get(processor.describe(), {}).get(budget.study, [])
+    return dataclasses.replace(budget, factor=statistics.median(ratios), calibrations=len(ratios)) if ratios else budget
+
+
+def record(folder: Path, budget: Budget, seconds: float) -> None:
+    """Keep a finished run's measured ``seconds`` over its uncalibrated estimate, for this processor and study."""
+    table = _calibrations(folder)
+    ratios = table.setdefault(processor.describe(), {}).setdefault(budget.study, [])
+    ratios[:] = (ratios + [round(seconds / budget.seconds, 4)])[-KEEP:]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / CALIBRATION).write_text(json.dumps(table, indent=1))
+
+
+def _calibrations(folder: Path) -> dict:
+    try:
+        return json.loads((folder / CALIBRATION).read_text())
+    except (OSError, ValueError):  # none yet, or a damaged file: start again
+        return {}
+
+
 HANDED = "ODEBOOK_BUDGET"  # "<study>\t<line>": the runner's estimate, handed to the kernel it starts for that study
 
 
-def announce(params: Params) -> tuple[str, dict[str, str]]:
+def announce(params: Params, folder: Path) -> tuple[str, dict[str, str], Budget | None]:
     """The line the runner prints before a notebook runs (empty for a notebook without a plan; a note instead of an
-    error when the estimate fails, which the notebook itself then raises), and the environment that hands a good
-    estimate to the notebook's kernel, so that ``line`` there does not probe and count everything again."""
+    error when the estimate fails, which the notebook itself then raises), the environment that hands a good
+    estimate to the notebook's kernel, so that ``line`` there does not probe and count everything again, and the
+    estimate (calibrated by ``folder``'s record of earlier runs here), for ``record`` once the run has finished."""
     if params.study not in PLANS:
-        return "", {}
+        return "", {}, None
     try:
-        text = estimate(params, precision_for(resolve_device(params.device))).line()
+        made = calibrated(estimate(params, precision_for(resolve_device(params.device))), folder)
     except Exception as err:
-        return f"budget {params.study}: could not estimate ({type(err).__name__}: {err})", {}
-    return text, {HANDED: f"{params.study}\t{text}"}
+        return f"budget {params.study}: could not estimate ({type(err).__name__}: {err})", {}, None
+    return made.line(), {HANDED: f"{params.study}\t{made.line()}"}, made
 
 
 def line(params: Params, precision: Precision) -> str:

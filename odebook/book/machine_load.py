@@ -1,6 +1,6 @@
 """How busy the machine was while a notebook ran: its step times and throughputs are only as good as that.
 
-``sample`` reads the 1-minute load average; ``record`` says it for the manifest; ``note`` is the sentence a report
+``sample`` reads the 1-minute load average, ``busy_cores`` what other processes take now; ``record`` says it for the manifest; ``note`` is the sentence a report
 gets when the machine was busier than its cores (then every timing in it is slower than on an idle machine), which
 ``annotate`` puts below the report's profile banner."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["sample", "record", "note", "annotate"]
+__all__ = ["sample", "record", "note", "annotate", "busy_cores"]
 
 
 def sample() -> float:
@@ -18,6 +18,26 @@ def sample() -> float:
         return os.getloadavg()[0]
     except OSError:
         return float("nan")
+
+
+def busy_cores(window: float = 2.0, stat: Path = Path("/proc/stat")) -> float:
+    """How many cores other processes keep busy now: the machine's busy share over ``window`` seconds in which this
+    process sleeps (Linux's /proc/stat), times its cores; NaN where there is no /proc/stat. Unlike the load average,
+    this process's own recent work does not count."""
+    import time
+
+    def busy_total() -> tuple[int, int]:
+        user, nice, system, idle, iowait, irq, softirq, steal = map(int, stat.read_text().split()[1:9])
+        busy = user + nice + system + irq + softirq + steal
+        return busy, busy + idle + iowait
+
+    try:
+        b0, t0 = busy_total()
+        time.sleep(window)
+        b1, t1 = busy_total()
+    except (OSError, ValueError):
+        return float("nan")
+    return (b1 - b0) / max(t1 - t0, 1) * (os.cpu_count() or 1)
 
 
 def record(start: float, end: float) -> dict:

@@ -221,7 +221,8 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
                 print(rerun.skipped_line(i, len(names), name, same), flush=True)
                 results.append(RunResult(name, True, 0.0, skipped=True))
                 continue
-            line, handed = budget.announce(params)  # what the notebook will cost; its kernel prints the same line
+            # what the notebook will cost (calibrated by its earlier runs here); its kernel prints the same line
+            line, handed, estimated = budget.announce(params, book.profile_outputs(profile))
             if line:
                 print(line, flush=True)
             print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
@@ -229,6 +230,8 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
                 res = run_notebook(book, profile, name, params, overrides, kernel_name, fresh)
             if res.ok:
                 rerun.record(book.profile_outputs(profile) / name, now)
+                if estimated is not None:
+                    budget.record(book.profile_outputs(profile), estimated, res.seconds)
             first, *rest = error_lines(res.error, book.profile_outputs(profile) / f"{name}.failed") if res.error \
                 else [""]
             print(f"{'ok' if res.ok else 'FAILED'} in {res.seconds:.0f} s{first and ': ' + first}", flush=True)

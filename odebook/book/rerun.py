@@ -26,7 +26,7 @@ from odebook.params import Params
 from odebook.training.fingerprint import content_hashes
 from odebook.training.runtime import GPU_POLICY, device_name, precision_for, resolve_device
 
-__all__ = ["KEY_FIELD", "key", "environment", "data_key", "unchanged", "record", "skipped_line"]
+__all__ = ["KEY_FIELD", "key", "environment", "data_key", "unchanged", "why", "record", "skipped_line"]
 
 KEY_FIELD = "run_key"  # where the manifest keeps it
 
@@ -91,6 +91,20 @@ def unchanged(out_root: Path, name: str, now: dict) -> dict:
             or not (out_root / name / f"{name}.ipynb").is_file()):
         return {}
     return manifest
+
+
+def why(out_root: Path, name: str, now: dict) -> str:
+    """Why ``name`` runs (``unchanged`` found it not so), in a few words for the console: no earlier run, a failed
+    or unfinished one, or the parts of the key that changed since the published run (e.g. "parameters, data")."""
+    manifest = _manifest(out_root / name)
+    if (out_root / f"{name}.failed").exists():
+        return "its last run failed"
+    if not manifest or not (out_root / name / f"{name}.ipynb").is_file():
+        return "no earlier run here"
+    before = manifest.get(KEY_FIELD) or {}
+    changed = [part for part in now if before.get(part) != now[part]]
+    return f"{', '.join(changed)} changed since its run of {manifest.get('finished', '?')[:16].replace('T', ' ')}" \
+        if changed else "its last run did not finish"
 
 
 def record(folder: Path, now: dict) -> None:

@@ -225,7 +225,9 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
             line, handed, estimated = budget.announce(params, book.profile_outputs(profile))
             if line:
                 print(line, flush=True)
-            print(f"[{i}/{len(names)}] {name} (profile {profile}) … ", end="", flush=True)
+            print(f"[{i}/{len(names)}] {name} (profile {profile}"
+                  f"{'; fresh' if fresh else '; ' + rerun.why(book.profile_outputs(profile), name, now)}) … ",
+                  end="", flush=True)
             with mock.patch.dict(os.environ, handed):
                 res = run_notebook(book, profile, name, params, overrides, kernel_name, fresh)
             if res.ok:

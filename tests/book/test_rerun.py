@@ -65,10 +65,13 @@ def test_an_unchanged_notebook_is_skipped_in_one_line_and_fresh_runs_it(book, ca
     assert json.loads((out / "manifest.json").read_text()) == manifest  # untouched
     (book.params / "smoke" / "93_cached.yaml").write_text((book.params / "smoke" / "93_cached.yaml").read_text()
                                                           .replace("value: 7", "value: 8"))
-    [third] = runner.run_book(book, "smoke")  # a parameter changed: it runs, and its new key is recorded
+    capsys.readouterr()
+    [third] = runner.run_book(book, "smoke")  # a parameter changed: it runs, says why, and its new key is recorded
     assert third.ok and not third.skipped and json.loads((out / "results.json").read_text())["headline"]["value"] == 8
+    assert f"[1/1] 93_cached (profile smoke; parameters changed since its run of " \
+        f"{manifest['finished'].replace('T', ' ')[:16]}) … ok in " in capsys.readouterr().out
     [fourth] = runner.run_book(book, "smoke", fresh=True)
-    assert fourth.ok and not fourth.skipped
+    assert fourth.ok and not fourth.skipped and "(profile smoke; fresh) … ok" in capsys.readouterr().out
     assert runner.run_book(book, "smoke")[0].skipped
 
 

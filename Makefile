@@ -22,7 +22,7 @@ LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
-	@echo "  variables: PROFILE=smoke|cpu|t4 (default cpu)  NOTEBOOKS=\"01_gradient_flow ...\"  ODEBOOK_DATA=<data mirror>  FRESH=1  TORCH_BUILD=cpu"
+	@echo "  variables: PROFILE=smoke|cpu|t4 (default cpu)  NOTEBOOKS=\"01_gradient_flow ...\"  SET=\"steps=40 ...\" (over every profile file)  ODEBOOK_DATA=<data mirror>  FRESH=1  TORCH_BUILD=cpu"
 
 # No kernel is registered for the user: the venv's own Jupyter (make lab, .venv/bin/papermill) runs the notebooks'
 # "python3" kernel with the venv's python, so two checkouts never run each other's code.
@@ -41,10 +41,11 @@ setup:  ## create .venv (torch pinned first, then odebook[dev,gpu-check]; TORCH_
 export MAKE_PROFILE   := $(value PROFILE)
 export MAKE_NOTEBOOKS := $(value NOTEBOOKS)
 export MAKE_DATA      := $(value ODEBOOK_DATA)
-unexport PROFILE NOTEBOOKS
+export MAKE_SET       := $(value SET)
+unexport PROFILE NOTEBOOKS SET
 RUNNER = $(if $(MAKE_DATA),ODEBOOK_DATA="$$MAKE_DATA") "$(PY)" -m odebook.book.runner --profile="$$MAKE_PROFILE"
-run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradient_flow ..."] [FRESH=1: ignore checkpoints]
-	@$(RUNNER) $(if $(FRESH),--fresh) --notebooks="$$MAKE_NOTEBOOKS" || \
+run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradient_flow ..."] [SET="steps=40 ..."] [FRESH=1: ignore checkpoints]
+	@$(RUNNER) $(if $(FRESH),--fresh) --notebooks="$$MAKE_NOTEBOOKS" --set="$$MAKE_SET" || \
 	{ s=$$?; case $$s in 2) echo "run-all: invalid parameters, profile or notebook name: nothing ran (exit 2; or already running, as said above)" >&2;; \
 	  1) echo "run-all: a notebook failed; see outputs/$$MAKE_PROFILE/index.html (exit 1)" >&2;; esac; exit $$s; }
 

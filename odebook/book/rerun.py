@@ -102,7 +102,7 @@ def why(out_root: Path, name: str, now: dict) -> str:
     if not manifest or not (out_root / name / f"{name}.ipynb").is_file():
         return "no earlier run here"
     before = manifest.get(KEY_FIELD) or {}
-    changed = [part for part in now if before.get(part) != now[part]]
+    changed = [part for part in [*now, *(k for k in before if k not in now)] if before.get(part) != now.get(part)]
     return f"{', '.join(changed)} changed since its run of {manifest.get('finished', '?')[:16].replace('T', ' ')}" \
         if changed else "its last run did not finish"
 

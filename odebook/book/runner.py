@@ -27,6 +27,9 @@ import time
 from dataclasses import dataclass
 from unittest import mock
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from odebook.book import index, kernel, machine_load, processor, publish, report_page, wait_policy
 from odebook.book import reports, rerun
@@ -92,9 +95,26 @@ class RunResult:
 
 
 # -- validation ---------------------------------------------------------------------------------------------------
-def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Params, dict]]:
-    """Check every notebook exists and its parameter file is valid; collect all problems into one ParamError."""
+def parse_settings(text: str) -> dict[str, Any]:
+    """``make run-all SET="steps=40 n_seeds=2"``: each ``key=value`` (the value read as YAML, as in a profile file)."""
+    settings = {}
+    for item in text.split():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ParamError(f"SET: {item!r} is not key=value (e.g. SET=\"steps=40 n_seeds=2\")")
+        try:
+            settings[key] = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError as err:
+            raise ParamError(f"SET: {item!r}: the value is not YAML ({getattr(err, 'problem', err)})") from None
+    return settings
+
+
+def validate(book: Book, profile: str, names: list[str], settings: dict[str, Any] | None = None
+             ) -> dict[str, tuple[Params, dict]]:
+    """Check every notebook exists and its parameter file, with the ``settings`` of ``SET`` that are its study's
+    parameters over it, is valid; collect all problems into one ParamError."""
     book.profile_outputs(profile)
+    settings = settings or {}
     problems, ok = [], {}
     for name in names:
         if name not in book.all_notebooks():  # a name, not a path: it becomes outputs/<profile>/<name>
@@ -104,11 +124,18 @@ def validate(book: Book, profile: str, names: list[str]) -> dict[str, tuple[Para
         path = book.params / profile / f"{name}.yaml"
         try:
             ok[name] = validate_values(name, path)
+            mine = {k: v for k, v in settings.items() if k in ok[name][0].to_dict()}
+            if mine:
+                values = {**ok[name][1], **mine}
+                ok[name] = type(ok[name][0]).from_mapping(values, source=f"{path} with SET"), values
         except ParamError as err:
             problems.append(str(err))
             continue
         problems += [f"{path}: key {key!r} is set by the runner (outputs/{profile}/{name}); remove it from the file"
                      for key in RUNNER_KEYS if key in ok[name][1]]
+    known = set().union(*(p.to_dict() for p, _ in ok.values())) if ok else set()
+    problems += [f"SET: key {k!r} is a parameter of none of {', '.join(ok)}" for k in settings if k not in known]
+    problems += [f"SET: key {k!r} is set by the runner" for k in settings if k in RUNNER_KEYS]
     if problems:
         raise ParamError("\n".join(problems))
     for name, (params, _) in ok.items():
@@ -205,17 +232,21 @@ def write_index(book: Book, profile: str) -> Path:
 
 
 # -- entry point --------------------------------------------------------------------------------------------------
-def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bool = False) -> list[RunResult]:
-    """Validate all, run each, write the index. Raises ParamError before any compute when parameters are wrong."""
-    names = names or book.all_notebooks()
-    checked = validate(book, profile, names)
+def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bool = False,
+             settings: dict[str, Any] | None = None) -> list[RunResult]:
+    """Validate all, run each, write the index. Raises ParamError before any compute when parameters are wrong.
+    ``settings`` (``SET``) override the profile's values in every notebook whose study has those parameters; they
+    are part of each run's re-run key and manifest."""
+    names, settings = names or book.all_notebooks(), settings or {}
+    checked = validate(book, profile, names, settings)
     results = []
     with contextlib.ExitStack() as locks, kernel.for_this_python() as kernel_name:
         for name in names:  # all or nothing: a run that would meet another is refused before any compute
             locks.enter_context(publish.run_lock(book.profile_outputs(profile), name))
         for i, name in enumerate(names, 1):
             params, overrides = checked[name]
-            now = rerun.key(book.notebooks.parent, profile, name, params, PACKAGES)
+            mine = {k: v for k, v in settings.items() if k in params.to_dict()}
+            now = {**rerun.key(book.notebooks.parent, profile, name, params, PACKAGES), **({"set": mine} if mine else {})}
             same = {} if fresh else rerun.unchanged(book.profile_outputs(profile), name, now)
             if same:
                 print(rerun.skipped_line(i, len(names), name, same), flush=True)
@@ -288,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="cpu", help="params/<profile>/ to use (smoke, cpu, t4)")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="the book's root folder")
     parser.add_argument("--clean", action="store_true", help="delete outputs/<profile> instead of running")
+    parser.add_argument("--set", dest="settings", default="", help="key=value pairs separated by spaces, over every "
+                        "notebook's parameter file where its study has the key (make run-all SET=\"steps=40\")")
     parser.add_argument("--fresh", action="store_true", help="run every notebook, changed or not, and ignore stored "
                         "checkpoints: train every run afresh")
     args = parser.parse_args(argv)
@@ -301,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"deleted {clean(Book.at(args.root), args.profile)}")
             return 0
         results = run_book(Book.at(args.root), args.profile, [*args.notebooks, *args.names.split()] or None,
-                           args.fresh)
+                           args.fresh, parse_settings(args.settings))
     except ParamError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_PARAMETERS

@@ -100,3 +100,18 @@ def test_make_setup_offers_pytorchs_cpu_wheels_and_keeps_the_default_path(tmp_pa
     assert '-m pip install  "torch==2.13.0"' in default and "--index-url" not in default
     assert '-m pip install --index-url https://download.pytorch.org/whl/cpu "torch==2.13.0"' in cpu
     assert "torch_build()" in default  # the last step says which build it got
+
+
+def test_make_run_all_passes_set_to_the_runner_as_data():
+    """SET reaches the runner as one argument, its text never pasted into the shell: a key no notebook has stops the
+    run before anything runs (exit 2, the runner's line)."""
+    def run_all(settings: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "run-all", "PROFILE=smoke",
+                               "NOTEBOOKS=01_gradient_flow", f"SET={settings}"], capture_output=True, text=True,
+                              timeout=300)
+
+    done = run_all("steps=3 stepz=3")
+    assert done.returncode == 2 and "SET: key 'stepz' is a parameter of none of 01_gradient_flow" in done.stderr
+    done = run_all("$(shell touch hacked) `touch hacked`")
+    assert done.returncode == 2 and "SET: '$(shell' is not key=value" in done.stderr
+    assert not (ROOT / "hacked").exists()

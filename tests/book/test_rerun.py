@@ -151,3 +151,24 @@ def test_the_processor_is_named_with_the_vector_instructions_that_choose_its_ker
     info.write_text("processor\t: 0\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: sse avx2 fma\n")
     assert processor.describe(info) == "AMD EPYC (family 25, model 1; avx2 fma)"
     assert processor.describe(tmp_path / "absent")  # no /proc/cpuinfo: platform's own name
+
+
+def test_set_changes_one_value_for_the_whole_run_and_is_part_of_the_key(book, capsys):
+    """make run-all SET="value=9": over the profile file's value in every notebook whose study has the key, in its
+    results and its re-run key; the same SET again is unchanged, dropping it runs again. A key no study has, a bad
+    pair and a value the study refuses stop the run before anything runs."""
+    out = book.outputs / "smoke" / "93_cached"
+    [first] = runner.run_book(book, "smoke", settings=runner.parse_settings("value=9"))
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert first.ok and json.loads((out / "results.json").read_text())["headline"]["value"] == 9
+    assert manifest[rerun.KEY_FIELD]["set"] == {"value": 9} and manifest["parameters"]["value"] == 9
+    assert runner.run_book(book, "smoke", settings={"value": 9})[0].skipped
+    capsys.readouterr()
+    assert not runner.run_book(book, "smoke")[0].skipped  # the file's own value 7 again
+    assert "(profile smoke; set changed since its run of" in capsys.readouterr().out
+    with pytest.raises(runner.ParamError, match="SET: key 'stepz' is a parameter of none of 93_cached"):
+        runner.run_book(book, "smoke", settings={"stepz": 3})
+    with pytest.raises(runner.ParamError, match=r"SET: 'steps' is not key=value"):
+        runner.parse_settings("steps")
+    with pytest.raises(runner.ParamError, match=r"93_cached.yaml with SET: invalid parameters (.|\n)*key 'value' = -1"):
+        runner.run_book(book, "smoke", settings={"value": -1})

@@ -36,8 +36,13 @@ BADGE = {"held": "#1a7f37", "equivalent": "#1a7f37", "not held": "#b42318", "inc
          "not testable at this scale": "#8250df", "descriptive": "#0969da", "not run": "#9a6700"}
 
 
-def profile_note(profile: str) -> str:
-    return PROFILE_NOTES.get(profile, f"Profile {profile}: parameters from params/{profile}/.")
+def profile_note(profile: str, bases: list[str] | tuple[str, ...] = ()) -> str:
+    """What ``profile``'s numbers can show; a profile of one's own built on a known one (``base:``) says its base's."""
+    if profile in PROFILE_NOTES:
+        return PROFILE_NOTES[profile]
+    known = next((b for b in bases if b in PROFILE_NOTES), None)
+    own = f"Profile {profile}: parameters from params/{profile}/"
+    return f"{own}, built on {known}. {PROFILE_NOTES[known]}" if known else f"{own}."
 
 
 def question_of(notebook: Path) -> tuple[str, str]:
@@ -91,12 +96,13 @@ def _thumbnail(folder: Path, href: str) -> str:
     return f"<a href='{href}'><img class='thumb' src='{rel}' alt='{figures[0].stem}'></a>"
 
 
-def _card(out_root: Path, notebook: Path, smoke: bool) -> str:
+def _card(out_root: Path, notebook: Path, profile: str) -> str:
     name = notebook.stem
     title, question = question_of(notebook)
     good = _read_json(out_root / name / "manifest.json")
     bad = _read_json(out_root / f"{name}.failed" / "manifest.json")
     latest, folder = (bad, out_root / f"{name}.failed") if bad else (good, out_root / name)
+    smoke = "smoke" in (latest or {}).get("profile_chain", [profile])  # a profile built on smoke shows no finding
     head = f"<h2>{inline_markdown(title)}</h2><p class='q'>{inline_markdown(question)}</p>"
     results = _read_json(folder / "results.json") if latest else {}
     scale = findings.study_scale(results.get("verdicts", []))
@@ -133,7 +139,7 @@ STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100p
 def write_index(out_root: Path, notebooks: list[Path], profile: str) -> Path:
     """Write ``out_root``/index.html for ``notebooks`` (their .py files) run with ``profile``."""
     out_root.mkdir(parents=True, exist_ok=True)
-    cards = "\n".join(_card(out_root, nb, profile == "smoke") for nb in notebooks)
+    cards = "\n".join(_card(out_root, nb, profile) for nb in notebooks)
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>odebook — {html.escape(profile)}</title>"
             f"<style>{STYLE}</style></head><body><h1>odebook — profile <code>{html.escape(profile)}</code></h1>"
             f"<p class='banner'>{html.escape(profile_note(profile))}</p>\n{cards}\n</body></html>")

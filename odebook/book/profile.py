@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from odebook.book import colab
-from odebook.params import ParamError, Params, injected_names
-from odebook.params.schema import load_yaml, yaml_mapping
+from odebook.params import ParamError, Params, injected_names, profile_chain
+from odebook.params.schema import yaml_mapping
 
 __all__ = ["PROFILE_ENV", "apply_profile", "profile_values"]
 
@@ -36,7 +36,7 @@ def profile_values(profile: str, study: str, root: Path | None) -> tuple[str, di
             known = sorted(p.name for p in params.iterdir() if p.is_dir()) if params.is_dir() else []
             raise ParamError(f"{PROFILE_ENV}={profile!r}: not a folder of {params}; known profiles: {', '.join(known)}")
         path = params / profile / f"{study}.yaml"
-        return str(path), load_yaml(path)
+        return str(path), profile_chain(path)[0]
     url = f"{colab.PARAMS_URL}/{profile}/{study}.yaml"
     try:
         with urllib.request.urlopen(url, timeout=30) as response:

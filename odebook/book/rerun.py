@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from odebook.book import processor, reports
-from odebook.params import Params
+from odebook.params import ParamError, Params, profile_chain
 from odebook.training.fingerprint import content_hashes
 from odebook.training.runtime import GPU_POLICY, device_name, precision_for, resolve_device
 
@@ -59,9 +59,18 @@ def data_key(params: Params) -> dict[str, str]:
 def key(root: Path, profile: str, name: str, params: Params, packages: Iterable[str]) -> dict:
     """What notebook ``name``'s outputs under ``profile`` depend on (module docstring)."""
     return {"odebook": reports.odebook_hash(root, name), "notebook": _sha(root / "notebooks" / f"{name}.py"),
-            "parameters": _sha(root / "params" / profile / f"{name}.yaml"), "data": data_key(params),
+            "parameters": _parameters_sha(root / "params" / profile / f"{name}.yaml"), "data": data_key(params),
             "environment": environment(packages), "device": device_name(resolve_device()),
             "precision": precision(), "processor": processor.describe()}
+
+
+def _parameters_sha(path: Path) -> str:
+    """The parameter file's hash, with those of the files it builds on (``base:``; odebook.params.profile_chain)."""
+    try:
+        files = profile_chain(path)[1]
+    except ParamError:  # the runner refuses it before any run
+        files = [path]
+    return "+".join(_sha(f) for f in files)
 
 
 def precision() -> str:

@@ -29,12 +29,10 @@ from unittest import mock
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from odebook.book import index, kernel, machine_load, processor, publish, report_page, wait_policy
 from odebook.book import reports, rerun
 from odebook.data.mirror import pin_data_dir
-from odebook.params import ParamError, Params, validate_values
+from odebook.params import ParamError, Params, parse_settings, profile_chain, validate_values
 from odebook.book import budget
 from odebook.training.runtime import device_name, resolve_device
 
@@ -95,20 +93,6 @@ class RunResult:
 
 
 # -- validation ---------------------------------------------------------------------------------------------------
-def parse_settings(text: str) -> dict[str, Any]:
-    """``make run-all SET="steps=40 n_seeds=2"``: each ``key=value`` (the value read as YAML, as in a profile file)."""
-    settings = {}
-    for item in text.split():
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ParamError(f"SET: {item!r} is not key=value (e.g. SET=\"steps=40 n_seeds=2\")")
-        try:
-            settings[key] = yaml.safe_load(value) if value else ""
-        except yaml.YAMLError as err:
-            raise ParamError(f"SET: {item!r}: the value is not YAML ({getattr(err, 'problem', err)})") from None
-    return settings
-
-
 def validate(book: Book, profile: str, names: list[str], settings: dict[str, Any] | None = None
              ) -> dict[str, tuple[Params, dict]]:
     """Check every notebook exists and its parameter file, with the ``settings`` of ``SET`` that are its study's
@@ -178,7 +162,8 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     started, t0, error, trace = dt.datetime.now(dt.timezone.utc), time.perf_counter(), "", ""
     load_at_start, waiting = machine_load.sample(), {}
     nb = jupytext.read(book.notebooks / f"{name}.py")
-    nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"> **{index.profile_note(profile)}**"))
+    chain = [f.parent.name for f in profile_chain(book.params / profile / f"{name}.yaml")[1]]
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"> **{index.profile_note(profile, chain)}**"))
     try:
         # the kernel's own messages (odebook.book.kernel); its threads' waiting chosen for the machine now
         with kernel.log_to(stage / "kernel.log"), wait_policy.chosen() as waiting:
@@ -209,7 +194,8 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
         "git_commit": _git("rev-parse", "HEAD", cwd=root), "git_dirty": bool(_git("status", "--porcelain", cwd=root)),
-        "parameter_file": str(book.params / profile / f"{name}.yaml"), "parameters": params.to_dict(),
+        "parameter_file": str(book.params / profile / f"{name}.yaml"), "profile_chain": chain,
+        "parameters": params.to_dict(),
         "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()),
         "precision": rerun.precision(), "processor": processor.describe(), "packages": rerun.environment(PACKAGES),
         "hashes": reports.hashes(root, name, profile), "machine_load": {**machine_load.record(*load), **waiting},

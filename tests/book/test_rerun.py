@@ -172,3 +172,24 @@ def test_set_changes_one_value_for_the_whole_run_and_is_part_of_the_key(book, ca
         runner.parse_settings("steps")
     with pytest.raises(runner.ParamError, match=r"93_cached.yaml with SET: invalid parameters (.|\n)*key 'value' = -1"):
         runner.run_book(book, "smoke", settings={"value": -1})
+
+
+def test_a_profile_built_on_another_reads_its_base_under_its_own_values_and_keeps_its_warning(book, capsys):
+    """params/mine/93_cached.yaml with `base: smoke`: the smoke file's values under its own; the report's banner
+    and the front page say it is built on smoke (no finding shown as one); editing the base runs it again."""
+    mine = book.params / "mine"
+    mine.mkdir()
+    (mine / "93_cached.yaml").write_text("base: smoke\nvalue: 3\n")
+    out = book.outputs / "mine" / "93_cached"
+    assert runner.run_book(book, "mine")[0].ok
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["parameters"]["value"] == 3 and manifest["profile_chain"] == ["mine", "smoke"]
+    assert manifest["parameters"]["data_file"].endswith("corpus.txt")  # the base's value
+    assert "Profile mine: parameters from params/mine/, built on smoke. Smoke profile:" in \
+        (out / "93_cached.ipynb").read_text()
+    smoke = book.params / "smoke" / "93_cached.yaml"
+    smoke.write_text(smoke.read_text() + "# edited\n")
+    assert not runner.run_book(book, "mine")[0].skipped  # its base changed
+    (mine / "93_cached.yaml").write_text("base: mine\nvalue: 3\n")
+    with pytest.raises(runner.ParamError, match=r"key 'base' = 'mine': the name of another profile folder"):
+        runner.run_book(book, "mine")

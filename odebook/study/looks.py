@@ -35,10 +35,12 @@ class Looked:
     decisions: dict[str, Decision]
     settled: list[Settled]
     seeds: int
+    why: str = ""  # why the looks stopped where they did, in words (empty without looks)
 
     def markdown(self) -> str:
-        """The looks of each primary claim, as the report prints them."""
-        return "\n\n".join(f"**{name}**\n\n{d.markdown()}" for name, d in self.decisions.items())
+        """Why the study stopped, then the looks of each primary claim, as the report prints them."""
+        return "\n\n".join([f"**{self.why}**"] * bool(self.why) +
+                           [f"**{name}**\n\n{d.markdown()}" for name, d in self.decisions.items()])
 
 
 def settle_looked(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], decisions: Mapping[str, Decision],
@@ -86,8 +88,14 @@ def run_in_looks(run: Callable[[Sequence[int], list], list], claims: Sequence[Cl
         runs = run(seeds[:n], runs)
         values = values_of(runs)
         action, next_n, decisions = decide_all(claims, values, plan, alpha=alpha)
-        if action == "stop" or _gated_out(claims, values, alpha):
-            return Looked(runs, decisions, settle_looked(claims, values, decisions, alpha=alpha, power=power), n)
+        gated = action != "stop" and _gated_out(claims, values, alpha)
+        if action == "stop" or gated:
+            why = (f"Stopped at {n} of {len(seeds)} seeds: the gate every primary claim rests on came out not held, "
+                   "so they read \"not testable at this scale\"; the looks below would have continued" if gated else
+                   f"Stopped at {n} of {len(seeds)} seeds: every primary claim " +
+                   ("had its decision by the cap" if n == len(seeds) else "crossed a boundary"))
+            return Looked(runs, decisions, settle_looked(claims, values, decisions, alpha=alpha, power=power), n,
+                          why)
         n = next_n
 
 

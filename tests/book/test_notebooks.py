@@ -134,6 +134,10 @@ def test_every_notebook_runs_with_the_smoke_profile(smoke_book):
         assert figures, f"{name} saved no figure"
         images = (out / f"{name}.html").read_text(encoding="utf-8").count("<img ")
         assert images == len(figures), f"{name}: {images} images inline, {len(figures)} figures saved"
+        executed = json.loads((out / f"{name}.ipynb").read_text(encoding="utf-8"))
+        warnings = [line for cell in executed["cells"] for o in cell.get("outputs", []) if o.get("name") == "stderr"
+                    for line in "".join(o.get("text", "")).splitlines() if "Warning" in line]
+        assert not warnings, f"{name}: warnings in the published cells: {warnings}"
     assert (tmp_path / "smoke" / "index.html").is_file()
 
 

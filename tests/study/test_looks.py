@@ -83,9 +83,13 @@ def test_a_failed_gate_stops_the_looks_and_leaves_the_primaries_untestable():
     looked = run_in_looks(run, [gate, gated], values_of, seeds=range(8), looks=[3, 5])
     assert calls == [[0, 1, 2]] and looked.seeds == 3
     assert [s.outcome for s in looked.settled] == ["not held", "not testable at this scale"]
+    # the report says why it stopped before the looks table, whose own decision was to continue
+    assert looked.markdown().startswith("**Stopped at 3 of 8 seeds: the gate every primary claim rests on came out "
+                                        "not held") and "continue to 5 seeds" in looked.markdown()
     run, values_of, calls = _study({"better": noisy, "calibrated": [2.0, 2.1, 1.9, 2.0, 2.0, 2.0, 2.0, 2.0]})
     looked = run_in_looks(run, [gate, gated], values_of, seeds=range(8), looks=[3, 5])
     assert looked.seeds == 8 and looked.settled[0].outcome == "held"
+    assert looked.why == "Stopped at 8 of 8 seeds: every primary claim had its decision by the cap"
 
 
 def test_an_ablation_that_changes_nothing_stops_for_futility_at_the_first_look():

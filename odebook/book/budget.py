@@ -15,7 +15,8 @@ The memory: the largest training step (odebook.study.measure.peak_memory: activa
 fp32 on the CPU) plus its model's weights and Adam's two moments (12 bytes a parameter). fp16 autocast on a T4 keeps
 the weights and their state in fp32 and halves most activations: the fp32 figure bounds the T4's.
 
-The calibration: the runner records each finished run's measured time over its estimate, per processor and study,
+The probes are kept per processor, device, package code, torch and parameters in the profile's outputs folder
+(``PROBES``), so an unchanged re-run of a notebook estimates without probing. The calibration: the runner records each finished run's measured time over its estimate, per processor and study,
 in the profile's outputs folder (``CALIBRATION``), and scales the next estimate there by the median of the last few
 (``calibrated``); the line says how many runs calibrated it, or that none has yet on this processor.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import hashlib
 import itertools
 import json
 import math
@@ -281,6 +283,37 @@ def _calibrations(folder: Path) -> dict:
         return {}
 
 
+PROBES = ".budget-probes.json"  # in a profile's outputs folder: estimates by what they were measured from
+
+
+def _probed(params: Params, precision: Precision, folder: Path) -> Budget:
+    """``estimate``, made once per processor, device, package code, torch and parameters and kept in ``folder``
+    (an estimate made on a busy machine is not kept): an unchanged re-run costs no probe."""
+    key = hashlib.sha256(json.dumps([processor.describe(), str(precision), torch.__version__, _package_hash(),
+                                     params.study, arithmetic(params)], sort_keys=True, default=str).encode()
+                         ).hexdigest()[:20]
+    try:
+        kept = json.loads((folder / PROBES).read_text())
+    except (OSError, ValueError):
+        kept = {}
+    if key in kept:
+        return Budget(**{**kept[key], "parts": tuple(map(tuple, kept[key]["parts"]))})
+    made = estimate(params, precision)
+    if made.share >= BUSY:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / PROBES).write_text(json.dumps({**kept, key: dataclasses.asdict(made)}, indent=1))
+    return made
+
+
+@functools.lru_cache(maxsize=1)
+def _package_hash() -> str:
+    """sha256 of odebook's source: any change of the code can change what a step costs."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parents[1].rglob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 HANDED = "ODEBOOK_BUDGET"  # "<study>\t<line>": the runner's estimate, handed to the kernel it starts for that study
 
 
@@ -292,7 +325,7 @@ def announce(params: Params, folder: Path) -> tuple[str, dict[str, str], Budget 
     if params.study not in PLANS:
         return "", {}, None
     try:
-        made = calibrated(estimate(params, precision_for(resolve_device(params.device))), folder)
+        made = calibrated(_probed(params, precision_for(resolve_device(params.device)), folder), folder)
     except Exception as err:
         return f"budget {params.study}: could not estimate ({type(err).__name__}: {err})", {}, None
     return made.line(), {HANDED: f"{params.study}\t{made.line()}"}, made

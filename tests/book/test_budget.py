@@ -180,3 +180,18 @@ def test_busy_cores_counts_what_the_machine_did_while_this_process_slept(tmp_pat
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert machine_load.busy_cores(1.0, stat) == pytest.approx(200 / 400 * 2)  # half the ticks busy on 2 cores
     assert machine_load.busy_cores(1.0, tmp_path / "none") != machine_load.busy_cores(1.0, tmp_path / "none")  # NaN
+
+
+def test_an_estimate_is_probed_once_per_machine_code_and_parameters(root, monkeypatch, tmp_path):
+    """The runner's second estimate of the same study here reads the first from the outputs folder: no probe."""
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(budget, "_cpu_share", lambda: 1.0)  # an estimate made on a busy machine is not kept
+    p = params("smoke", "01_gradient_flow")
+    first = budget.announce(p, tmp_path)[2]
+    def probed_again(*args):
+        raise RuntimeError("probed again")
+
+    monkeypatch.setattr(budget, "estimate", probed_again)
+    assert budget.announce(p, tmp_path)[2] == first
+    changed = dataclasses.replace(p, steps=p.steps + 1)
+    assert "could not estimate (RuntimeError: probed again)" in budget.announce(changed, tmp_path)[0]

@@ -46,6 +46,8 @@ COMMANDS = {
     "make test": How(env={"PYTEST_ADDOPTS": "--collect-only -q"}),
     "make test-all": How(env={"PYTEST_ADDOPTS": "--collect-only -q"}),
     'make run-all PROFILE=smoke NOTEBOOKS="01_gradient_flow"': How(expect=("outputs/smoke/index.html",)),
+    'make run-all PROFILE=smoke SET="steps=40 n_seeds=2"': How(env={"NOTEBOOKS": "01_gradient_flow"},
+                                                              expect=("outputs/smoke/01_gradient_flow/results.json",)),
     "make lab PROFILE=smoke ODEBOOK_DATA=../shared/data": How(data="none", server=True),
     "ODEBOOK_PROFILE=smoke .venv/bin/papermill notebooks/01_gradient_flow.ipynb out.ipynb --cwd notebooks -p steps 20":
         How(expect=("out.ipynb",)),

@@ -167,6 +167,16 @@ def _mirror_with(tmp_path, shared, broken: str, content: bytes):
     return tmp_path
 
 
+def _mirror_without(tmp_path, name: str):
+    """A copy of the shared mirror (links) without the file ``name``; skipped where there is no shared mirror."""
+    shared = pytest.importorskip("conftest").SHARED_DATA
+    if not shared.is_dir():
+        pytest.skip("no shared data mirror beside the checkout")
+    mirror = _mirror_with(tmp_path, shared, name, b"")
+    (mirror / name).unlink()
+    return mirror
+
+
 VALID = "wikitext-2/wiki.valid.tokens"
 BPE = "tiktoken/6d1cbeee0f20b3d9449abfede4726ed8212e3aee"
 
@@ -190,11 +200,7 @@ def test_a_broken_mirror_file_is_a_parameter_error(tmp_path, monkeypatch, broken
 
 
 def test_a_missing_tiktoken_file_is_named(tmp_path, monkeypatch):
-    shared = pytest.importorskip("conftest").SHARED_DATA
-    if not shared.is_dir():
-        pytest.skip("no shared data mirror beside the checkout")
-    mirror = _mirror_with(tmp_path, shared, BPE, b"")
-    (mirror / BPE).unlink()
+    mirror = _mirror_without(tmp_path, BPE)
     monkeypatch.setenv("ODEBOOK_DATA", str(mirror))
     assert f"tiktoken/ has no {BPE.split('/')[1]} (tiktoken's cache of https://" in \
         error_of(GradientFlowParams, {"tokenizer": "gpt2"})
@@ -204,11 +210,7 @@ def test_a_missing_tiktoken_file_is_named(tmp_path, monkeypatch):
 def test_a_mirror_file_that_is_not_a_regular_file_is_called_so_before_it_is_read(tmp_path, monkeypatch, kind):
     """A FIFO would block the check's read for good, /dev/zero would fill the memory, a folder gave a traceback: each
     is one line naming the file, said before anything reads it."""
-    shared = pytest.importorskip("conftest").SHARED_DATA
-    if not shared.is_dir():
-        pytest.skip("no shared data mirror beside the checkout")
-    mirror = _mirror_with(tmp_path, shared, VALID, b"")
-    (mirror / VALID).unlink()
+    mirror = _mirror_without(tmp_path, VALID)
     if kind == "fifo":
         os.mkfifo(mirror / VALID)
     elif kind == "device":
@@ -222,11 +224,7 @@ def test_a_mirror_file_that_is_not_a_regular_file_is_called_so_before_it_is_read
 
 
 def test_a_tiktoken_cache_entry_that_is_not_a_regular_file_is_called_so(tmp_path, monkeypatch):
-    shared = pytest.importorskip("conftest").SHARED_DATA
-    if not shared.is_dir():
-        pytest.skip("no shared data mirror beside the checkout")
-    mirror = _mirror_with(tmp_path, shared, BPE, b"")
-    (mirror / BPE).unlink()
+    mirror = _mirror_without(tmp_path, BPE)
     os.mkfifo(mirror / BPE)
     monkeypatch.setenv("ODEBOOK_DATA", str(mirror))
     assert f"{BPE} is not a regular file" in error_of(GradientFlowParams, {"tokenizer": "gpt2"})

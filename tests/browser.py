@@ -1,6 +1,6 @@
 """What a reader's browser shows: a page opened in headless Chromium (Debian's ``chromium``; CI installs it), with a
-JavaScript expression evaluated at the end of its body, after the page's own scripts there. The page is a copy with a probe
-script added; the answer comes back as JSON through the DOM Chromium prints (``--dump-dom``)."""
+JavaScript expression evaluated at the end of its body, after the page's own scripts there. The page is a copy with a
+probe script added; the answer comes back as JSON through the DOM Chromium prints (``--dump-dom``)."""
 
 import html
 import json
@@ -12,7 +12,8 @@ from pathlib import Path
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 PROBE = """<script>(() => {{ const out = document.createElement('pre'); out.id = 'odebook-probe';
-  try {{ out.textContent = JSON.stringify(({expression})); }} catch (err) {{ out.textContent = JSON.stringify({{error: String(err)}}); }}
+  try {{ out.textContent = JSON.stringify(({expression})); }}
+  catch (err) {{ out.textContent = JSON.stringify({{error: String(err)}}); }}
   document.body.appendChild(out); }})();</script>"""
 
 

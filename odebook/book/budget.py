@@ -16,7 +16,9 @@ fp32 on the CPU) plus its model's weights and Adam's two moments (12 bytes a par
 the weights and their state in fp32 and halves most activations: the fp32 figure bounds the T4's.
 
 The probes are kept per processor, device, package code, torch and parameters in the profile's outputs folder
-(``PROBES``), so an unchanged re-run of a notebook estimates without probing. The calibration: the runner records each finished run's measured time over its estimate, per processor and study,
+(``PROBES``), so an unchanged re-run of a notebook estimates without probing.
+
+The calibration: the runner records each finished run's measured time over its estimate, per processor and study,
 in the profile's outputs folder (``CALIBRATION``), and scales the next estimate there by the median of the last few
 (``calibrated``); the line says how many runs calibrated it, or that none has yet on this processor.
 
@@ -106,7 +108,8 @@ class Budget:
         fits = "fits" if self.peak_bytes < T4_MEMORY else "does NOT fit"
         how = (f"calibrated by {self.calibrations} earlier run{'s' * (self.calibrations > 1)} here"
                if self.calibrations else "not yet calibrated on this processor")
-        text = (f"budget {self.study}: ≈ {_duration(self.here)} here ({self.device}; {how}), {self.flops / 1e12:,.1f} "
+        text = (f"budget {self.study}: ≈ {_duration(self.here)} here ({self.device}; {how}), "
+                f"{self.flops / 1e12:,.1f} "
                 f"TFLOP; peak memory {self.peak_bytes / 1e9:.2f} GB ({self.largest}); on a T4 ≈ "
                 f"{_duration(self.t4_seconds)} (at {T4_FRACTION:.0%} of its fp16 peak), {fits} its 15 GB")
         if self.here > LONG and self.defaults and self.device == "cpu":

@@ -1,8 +1,8 @@
 """How busy the machine was while a notebook ran: its step times and throughputs are only as good as that.
 
-``sample`` reads the 1-minute load average, ``busy_cores`` what other processes take now; ``record`` says it for the manifest; ``note`` is the sentence a report
-gets when the machine was busier than its cores (then every timing in it is slower than on an idle machine), which
-``annotate`` puts below the report's profile banner."""
+``sample`` reads the 1-minute load average, ``busy_cores`` what other processes take now; ``record`` says it for
+the manifest; ``note`` is the sentence a report gets when the machine was busier than its cores (then every timing in
+it is slower than on an idle machine), which ``annotate`` puts below the report's profile banner."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ import torch
 
 from odebook.book.index import FIGURE_ORDER, saved_figures
 from odebook.book.profile import apply_profile
-from odebook.params import Params
+from odebook.params import Params, injected_names
+from odebook.params.papermill_cli import check_papermill_files
 from odebook.params.folders import checkout_root
 from odebook.training.executor import Local, Submitit
 from odebook.training.fingerprint import run_key
@@ -31,6 +32,8 @@ def start(schema: type[Params], namespace: Mapping[str, Any]) -> tuple[Params, P
     for the device. Prints the profile applied, where outputs go and the policy."""
     inline_figures()
     applied = apply_profile(schema, namespace, repo_root())
+    if injected_names(namespace.get("In", ())):  # run by papermill: its -f/-y/-b by the profile files' rules too
+        check_papermill_files()
     params = schema.from_namespace(namespace)
     out = output_dir(params)
     precision = precision_for(resolve_device(params.device))

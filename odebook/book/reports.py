@@ -166,8 +166,8 @@ def _stale_note(changed: list[str], profile: str) -> str:
     parts = {"notebook": "notebook", "parameters": "parameter file", "odebook": "science code (odebook)"}
     what = "its manifest records no hashes" if changed == [NO_HASHES] else \
         f"its {' and '.join(parts.get(c, c) for c in changed)} changed since it ran"
-    return (f"<br><sub>⚠ stale: {what} (`make check-reports PROFILE={profile}` names the files); its numbers are those "
-            "of the older code</sub>")
+    return (f"<br><sub>⚠ stale: {what} (`make check-reports PROFILE={profile}` names the files); its numbers are "
+            "those of the older code</sub>")
 
 
 def update_readme(root: Path, profile: str = "cpu") -> bool:

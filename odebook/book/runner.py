@@ -232,7 +232,8 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
         for i, name in enumerate(names, 1):
             params, overrides = checked[name]
             mine = {k: v for k, v in settings.items() if k in params.to_dict()}
-            now = {**rerun.key(book.notebooks.parent, profile, name, params, PACKAGES), **({"set": mine} if mine else {})}
+            now = {**rerun.key(book.notebooks.parent, profile, name, params, PACKAGES),
+                   **({"set": mine} if mine else {})}
             same = {} if fresh else rerun.unchanged(book.profile_outputs(profile), name, now)
             if same:
                 print(rerun.skipped_line(i, len(names), name, same), flush=True)

@@ -20,9 +20,10 @@ from odebook.data.mirror import (DATA_ENV, HOW_TO_PROVIDE, MIRROR_FILES, TIKTOKE
 from odebook.data.own_corpus import load_own_corpus
 from odebook.nn.linear_ce import IGNORE_INDEX  # padding targets: the loss skips them
 
-__all__ = ["mirror_stories", "DATA_ENV", "DataError", "Tokenizer", "ByteTokenizer", "TiktokenTokenizer", "get_tokenizer", "Corpus",
+__all__ = ["DATA_ENV", "DataError", "Tokenizer", "ByteTokenizer", "TiktokenTokenizer", "get_tokenizer", "Corpus",
            "TokenSplits", "CORPORA", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches", "Batch",
-           "Documents", "load_tinystories", "document_batches", "fixed_document_batches", "IGNORE_INDEX"]
+           "Documents", "mirror_stories", "load_tinystories", "document_batches", "fixed_document_batches",
+           "IGNORE_INDEX"]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 

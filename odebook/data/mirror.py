@@ -72,7 +72,8 @@ def check_data(corpus: str, tokenizer: str) -> None:
         if TIKTOKEN_DIR in needed and not special else []
     if special:  # said before any read: a FIFO blocks it for good, /dev/zero never ends
         what = "is not a folder" if special[0] == TIKTOKEN_DIR else NOT_REGULAR
-        raise DataError(f"{DATA_ENV}={root}: {special[0]} {what}; replace it with a good copy (see the mirror's README)")
+        raise DataError(f"{DATA_ENV}={root}: {special[0]} {what}; replace it with a good copy (see the mirror's "
+                        "README)")
     for name in MIRROR_FILES.get(corpus, ()):  # corpora the mirror does not hold come from the hub or files
         problem = _text_file_problem(*_stat(root / name))
         if problem:

@@ -5,11 +5,9 @@ YAML loader that refuses a key given twice. Every problem is one line of one ``P
 from __future__ import annotations
 
 import ast
-import base64
 import dataclasses
 import difflib
 import math
-import os
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -90,6 +88,8 @@ def _coerce(value: Any, tp: Any) -> Any:
 
 SLURM_ONLY = ("slurm_partition", "slurm_gpus_per_job", "slurm_array_parallelism")
 EXECUTOR_KEYS = ("executor_folder", "slurm_time_min", *SLURM_ONLY)  # what submitit alone reads
+
+
 def _check_bounds(value: Any, meta: Mapping[str, Any]) -> str | None:
     if isinstance(value, list) and len(value) < meta["min_len"]:
         return f"needs at least {meta['min_len']} {'entry' if meta['min_len'] == 1 else 'entries'}"
@@ -201,8 +201,6 @@ class Params:
         names = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in namespace.items() if k in names}
         injected = injected_names(namespace.get("In", ()))
-        if injected:
-            check_papermill_files()
         values.update({k: namespace.get(k) for k in injected - names})
         return cls.from_mapping(values, source if not injected else "papermill parameters (-p/-f)")
 
@@ -271,37 +269,6 @@ def injected_names(history: Any) -> set[str]:
         names.update(t.id for node in tree.body if isinstance(node, ast.Assign)
                      for t in node.targets if isinstance(t, ast.Name))
     return names
-
-
-PAPERMILL_FILE_OPTIONS = {"-f": "file", "--parameters_file": "file", "-y": "yaml", "--parameters_yaml": "yaml",
-                          "-b": "base64", "--parameters_base64": "base64"}
-
-
-def check_papermill_files(pid: int | None = None) -> None:
-    """Read the YAML that papermill's command line (``-f FILE``, ``-y TEXT``, ``-b BASE64``) gave this kernel by
-    the rules of a profile file, so that a key written twice is refused here too: papermill parses it itself, before
-    the kernel starts, and keeps the last value. The command line is that of the kernel's parent, papermill (Linux's
-    /proc); where it cannot be read, or papermill ran from Python, there is nothing to check."""
-    proc = Path(f"/proc/{pid or os.getppid()}")
-    try:
-        argv = (proc / "cmdline").read_bytes().decode("utf-8", "replace").split("\0")
-        environ = dict(v.split("=", 1) for v in (proc / "environ").read_bytes().decode("utf-8", "replace").split("\0")
-                       if "=" in v)
-    except OSError:
-        return
-    # where papermill was typed (the shell's PWD): with --cwd papermill moves itself to the kernel's folder
-    folders = [Path(environ.get("PWD", "/")), (proc / "cwd").resolve()]
-    if not any("papermill" in arg for arg in argv[:3]):
-        return
-    for option, value in zip(argv, argv[1:]):
-        kind = PAPERMILL_FILE_OPTIONS.get(option)
-        if kind == "file":
-            found = [path for path in (folder / Path(value).expanduser() for folder in folders) if path.is_file()]
-            text = found[0].read_bytes() if found else None
-        else:
-            text = value.encode() if kind == "yaml" else base64.b64decode(value) if kind == "base64" else None
-        if text is not None:
-            yaml_mapping(text, source=f"papermill {option}" + f" {value}" * (kind == "file"))
 
 
 class _StrictLoader(yaml.SafeLoader):

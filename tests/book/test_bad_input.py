@@ -267,7 +267,7 @@ def test_papermills_parameter_file_with_a_key_twice_is_refused_by_the_kernel(tmp
 
 def test_papermills_command_line_is_read_by_the_strict_rules(tmp_path, monkeypatch):
     """The same check without a kernel: a fake parent process whose command line is papermill's."""
-    from odebook.params.schema import check_papermill_files
+    from odebook.params.papermill_cli import check_papermill_files
 
     fake = tmp_path / "proc"
     fake.mkdir()
@@ -275,7 +275,8 @@ def test_papermills_command_line_is_read_by_the_strict_rules(tmp_path, monkeypat
     (fake / "environ").write_bytes(b"PWD=/nowhere\0")
     (tmp_path / "ok.yaml").write_text("steps: 3\n")
     real = Path
-    monkeypatch.setattr("odebook.params.schema.Path", lambda p, *a: fake if str(p).startswith("/proc/") else real(p, *a))
+    monkeypatch.setattr("odebook.params.papermill_cli.Path",
+                        lambda p, *a: fake if str(p).startswith("/proc/") else real(p, *a))
     for argv, says in [(["papermill", "a.ipynb", "b.ipynb", "-f", "ok.yaml"], None),
                        (["papermill", "a", "b", "-y", "lr: 1\nlr: 2\n"], "papermill -y: not valid YAML"),
                        (["python", "-m", "papermill", "a", "b", "-b", "bHI6IDEKbHI6IDIK"], "papermill -b: not valid"),

@@ -185,7 +185,8 @@ def readme_cluster_recipe() -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not slurm_is_up(), reason="no SLURM cluster answers here (CI starts one: scripts/slurm_one_node.sh)")
+@pytest.mark.skipif(not slurm_is_up(),
+                    reason="no SLURM cluster answers here (CI starts one: scripts/slurm_one_node.sh)")
 def test_readmes_cluster_recipe_runs_a_notebook_as_slurm_job_arrays_with_the_local_runs_results(tmp_path, monkeypatch):
     """README's cluster recipe, as written (only its example folder replaced), added to study 01's smoke profile:
     every run goes to SLURM through sbatch (each job's submission script is an sbatch script) and comes back equal to

@@ -6,10 +6,12 @@ it is slower than on an idle machine), which ``annotate`` puts below the report'
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["sample", "record", "note", "annotate", "busy_cores"]
+__all__ = ["sample", "record", "note", "annotate", "busy_cores", "others"]
 
 
 def sample() -> float:
@@ -20,24 +22,49 @@ def sample() -> float:
         return float("nan")
 
 
+def _busy_total(stat: Path) -> tuple[int, int]:
+    """(busy, all) clock ticks of every core since boot (Linux's /proc/stat)."""
+    user, nice, system, idle, iowait, irq, softirq, steal = map(int, stat.read_text().split()[1:9])
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
+
+
 def busy_cores(window: float = 2.0, stat: Path = Path("/proc/stat")) -> float:
     """How many cores other processes keep busy now: the machine's busy share over ``window`` seconds in which this
-    process sleeps (Linux's /proc/stat), times its cores; NaN where there is no /proc/stat. Unlike the load average,
-    this process's own recent work does not count."""
+    process sleeps, times its cores; NaN where there is no /proc/stat. Unlike the load average, this process's own
+    recent work does not count."""
     import time
 
-    def busy_total() -> tuple[int, int]:
-        user, nice, system, idle, iowait, irq, softirq, steal = map(int, stat.read_text().split()[1:9])
-        busy = user + nice + system + irq + softirq + steal
-        return busy, busy + idle + iowait
-
     try:
-        b0, t0 = busy_total()
+        b0, t0 = _busy_total(stat)
         time.sleep(window)
-        b1, t1 = busy_total()
+        b1, t1 = _busy_total(stat)
     except (OSError, ValueError):
         return float("nan")
     return (b1 - b0) / max(t1 - t0, 1) * (os.cpu_count() or 1)
+
+
+@contextlib.contextmanager
+def others(stat: Path = Path("/proc/stat")) -> Iterator[dict]:
+    """How many cores other processes took while the block ran: the machine's busy CPU time less this process's and
+    its finished children's (a notebook's kernel), over the block's wall time; ``{"cores": …}`` once it ends (NaN
+    where there is no /proc/stat)."""
+    import resource
+    import time
+
+    def own() -> float:
+        return sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                   for f in ("ru_utime", "ru_stime"))
+
+    seen: dict = {"cores": float("nan")}
+    try:
+        start = _busy_total(stat)[0], own(), time.perf_counter()
+    except (OSError, ValueError):
+        yield seen
+        return
+    yield seen
+    busy = (_busy_total(stat)[0] - start[0]) / os.sysconf("SC_CLK_TCK")
+    seen["cores"] = max(0.0, busy - (own() - start[1])) / max(time.perf_counter() - start[2], 1e-9)
 
 
 def record(start: float, end: float) -> dict:

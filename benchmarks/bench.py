@@ -44,6 +44,7 @@ import time
 import torch
 
 from benchmarks import cpu_profile, gemm_rate
+from benchmarks.gemm_rate import matmul_flops, onednn_matmul_flops, reference_flops
 from benchmarks.gemm_rules import bench_gemm
 from benchmarks.timing import median_time
 from odebook.models import lm as models
@@ -57,7 +58,7 @@ from odebook.params import TIME_INDEXED_MODELS, GradientFlowParams, ODESolverPar
 from odebook.training.runtime import ALLOCATOR_ENV, Precision, seed_everything
 from odebook.training.train import TrainConfig, train
 
-__all__ = ["matmul_flops", "onednn_matmul_flops", "reference_flops", "step_flops", "step_times", "main"]
+__all__ = ["step_flops", "step_times", "main"]
 
 # The shapes are the studies' own t4 defaults (their parameter schemas), not copies.
 GPT2_VOCAB = 50257
@@ -86,23 +87,6 @@ def _plain_head_loss(model, batch):
 LOSSES = {"sliced": lm_loss, "plain": _plain_head_loss}  # the trainer's sliced head + cross-entropy, and the plain path
 
 
-def matmul_flops(n: int = 2048, repeats: int = 10) -> float:
-    """FLOP/s of an n×n fp32 matmul through torch's own path, the one the models' matmuls take (median of
-    ``repeats``)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 / median_time(lambda: a @ b, repeats)
-
-
-@torch.no_grad()
-def onednn_matmul_flops(n: int = 2048, repeats: int = 10) -> float | None:
-    """FLOP/s of the same product through oneDNN's fp32 inner product, the kernel odebook.nn.gemm calls (ordinary
-    tensors in and out), or None without oneDNN."""
-    if not gemm.onednn_available():
-        return None
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 / median_time(lambda: gemm.mm(a, b), repeats)
-
-
 @torch.no_grad()
 def weight_layout_times(n: int = 2048, k: int = 256, m: int = 256) -> dict[str, float] | None:
     """Seconds of one [n, k] × [k, m] product whose weight is a column slice of a wider matrix: oneDNN's kernel
@@ -117,13 +101,6 @@ def weight_layout_times(n: int = 2048, k: int = 256, m: int = 256) -> dict[str, 
     torch_private.onednn_linear(x, weight)  # the kernel given the slice as it is: no copy to a plain layout
     return {"as given": time.perf_counter() - t0, "odebook.nn.gemm": median_time(lambda: gemm.mm(x, weight.t()), 10),
             "plain": median_time(lambda: gemm.mm(x, plain.t()), 10)}
-
-
-def reference_flops() -> float:
-    """The MFU reference: the faster of the two rates above, measured now (oneDNN's also where the step runs on
-    torch's GEMM)."""
-    with gemm.backend("onednn"):
-        return max(matmul_flops(), onednn_matmul_flops() or 0.0)
 
 
 def step_flops(model: torch.nn.Module, loss_fn=lm_loss) -> tuple[float, float]:

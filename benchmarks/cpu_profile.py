@@ -60,7 +60,7 @@ def worker(study: str, steps: int, warmup: int, reference: bool) -> dict:
     """Time the largest training step of ``study``'s cpu plan in this process (and the GEMM rate around it)."""
     import torch
 
-    from benchmarks.bench import reference_flops
+    from benchmarks.gemm_rate import reference_flops
     from benchmarks.timing import median_time
 
     runs, model, flops, step = _largest_step(study)

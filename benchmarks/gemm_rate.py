@@ -23,9 +23,11 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.timing import median_time
 from odebook.nn import gemm
 
-__all__ = ["PEAK_FLOP_PER_CYCLE", "cpu_model", "core_clock_hz", "flop_per_cycle", "main"]
+__all__ = ["PEAK_FLOP_PER_CYCLE", "cpu_model", "core_clock_hz", "flop_per_cycle", "matmul_flops", "onednn_matmul_flops",
+           "reference_flops", "main"]
 
 # fp32 FLOP per cycle per core of AMD's server cores, by (cpu family, first model of the generation): Zen 2 and 3 have
 # two 256-bit FMA pipes (2 × 8 lanes × 2 FLOP = 32); Zen 4 runs AVX-512 on those same 256-bit pipes (still 32); Zen 5
@@ -99,6 +101,30 @@ def flop_per_cycle(clock_hz: float, n: int = 1024, repeats: int = 20) -> dict[st
         return {name: _thread_rate(fn, 2 * n**3, repeats) / clock_hz for name, fn in paths.items()}
     finally:
         torch.set_num_threads(threads)
+
+
+def matmul_flops(n: int = 2048, repeats: int = 10) -> float:
+    """FLOP/s of an n×n fp32 matmul through torch's own path, the one the models' matmuls take (median of
+    ``repeats``)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2 * n**3 / median_time(lambda: a @ b, repeats)
+
+
+@torch.no_grad()
+def onednn_matmul_flops(n: int = 2048, repeats: int = 10) -> float | None:
+    """FLOP/s of the same product through oneDNN's fp32 inner product, the kernel odebook.nn.gemm calls (ordinary
+    tensors in and out), or None without oneDNN."""
+    if not gemm.onednn_available():
+        return None
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2 * n**3 / median_time(lambda: gemm.mm(a, b), repeats)
+
+
+def reference_flops() -> float:
+    """The MFU reference: the faster of the two rates above, measured now (oneDNN's also where the step runs on
+    torch's GEMM)."""
+    with gemm.backend("onednn"):
+        return max(matmul_flops(), onednn_matmul_flops() or 0.0)
 
 
 def main() -> None:

@@ -1,21 +1,25 @@
 """The package's layout is its architecture: sub-packages depend one way, no module imports itself back in a circle,
-and no module grows past what one reader holds in mind."""
+and no module grows past what one reader holds in mind. benchmarks/ and scripts/ are the floor above the package:
+they may import any of it, it imports none of them, and they too import in no circle."""
 
 import ast
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "odebook"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "odebook"
+TOOLS = ("benchmarks", "scripts")  # above every layer of the package
 # Lower layers first; a module may import from its own sub-package or from a lower layer, never from one above it.
 # params and training share a layer and do not import each other.
 LAYERS = {"nn": 0, "data": 1, "models": 2, "params": 3, "training": 3, "study": 4, "book": 5}
 MAX_LINES = 350
 
 
-def _modules() -> dict[str, Path]:
-    return {".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__"): p
-            for p in sorted(PACKAGE.rglob("*.py"))}
+def _modules(tools: bool = False) -> dict[str, Path]:
+    """The package's modules by dotted name; with ``tools``, benchmarks/ and scripts/ too."""
+    files = sorted(PACKAGE.rglob("*.py")) + [p for t in TOOLS if tools for p in sorted((ROOT / t).glob("*.py"))]
+    return {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p for p in files}
 
 
 def _imports(path: Path, name: str, known: set[str]) -> set[str]:
@@ -36,12 +40,18 @@ def _imports(path: Path, name: str, known: set[str]) -> set[str]:
     return found
 
 
-GRAPH = {name: _imports(path, name, set(_modules())) for name, path in _modules().items()}
+GRAPH = {name: _imports(path, name, set(_modules(tools=True))) for name, path in _modules(tools=True).items()}
 
 
 def _layer(module: str) -> str | None:
     parts = module.split(".")
+    if parts[0] in TOOLS:
+        return "tools"
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYERS) else None
+
+
+def _level(layer: str) -> int:
+    return len(LAYERS) if layer == "tools" else LAYERS[layer]
 
 
 def test_every_subpackage_has_a_layer():
@@ -50,7 +60,7 @@ def test_every_subpackage_has_a_layer():
 
 def test_dependencies_point_down_the_layers():
     upward = [f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets
-              if _layer(a) and _layer(b) and _layer(a) != _layer(b) and LAYERS[_layer(b)] >= LAYERS[_layer(a)]]
+              if _layer(a) and _layer(b) and _layer(a) != _layer(b) and _level(_layer(b)) >= _level(_layer(a))]
     assert not upward, "imports from a layer to one at or above it:\n" + "\n".join(upward)
 
 

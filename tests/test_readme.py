@@ -1,6 +1,6 @@
-"""The README's commands, run as written.
+"""The README's commands, and those of docs/, run as written.
 
-Every line of the README's ```bash blocks is a command a newcomer types; each must appear in COMMANDS, which says
+Every line of their ```bash blocks is a command a newcomer types; each must appear in COMMANDS, which says
 how this test runs it: in a copy of the checkout that sits beside a ``shared/data`` folder (the data mirror, so the
 README's relative ``ODEBOOK_DATA=../shared/data`` is exercised, not CI's absolute one), with the short profile
 passed through the environment where the command itself names none (make's ``PROFILE ?=`` takes it from there).
@@ -55,10 +55,11 @@ COMMANDS = {
 
 
 def readme_commands() -> list[str]:
-    """The lines of every ```bash block, without their trailing comments."""
-    blocks = re.findall(r"^[ \t]*```bash\n(.*?)^[ \t]*```", README.read_text(encoding="utf-8"), re.S | re.M)
+    """The lines of every ```bash block of README and docs/, without their trailing comments, each once."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in [README, *sorted((ROOT / "docs").glob("*.md"))])
+    blocks = re.findall(r"^[ \t]*```bash\n(.*?)^[ \t]*```", text, re.S | re.M)
     lines = [re.sub(r"\s+#.*$", "", line).strip() for block in blocks for line in block.splitlines()]
-    return [line for line in lines if line and not line.startswith("#")]
+    return list(dict.fromkeys(line for line in lines if line and not line.startswith("#")))
 
 
 def test_every_readme_command_is_run_by_this_test():

@@ -178,8 +178,8 @@ def slurm_is_up() -> bool:
 
 
 def readme_cluster_recipe() -> str:
-    """The YAML block of README's cluster recipe, as written there."""
-    text = (ROOT / "README.md").read_text()
+    """The YAML block of the cluster recipe (docs/running.md), as written there."""
+    text = (ROOT / "docs" / "running.md").read_text()
     start = text.index("```yaml\n  executor: submitit") + len("```yaml\n")
     return "\n".join(line.strip() for line in text[start:text.index("```", start)].splitlines()) + "\n"
 
@@ -188,7 +188,7 @@ def readme_cluster_recipe() -> str:
 @pytest.mark.skipif(not slurm_is_up(),
                     reason="no SLURM cluster answers here (CI starts one: scripts/slurm_one_node.sh)")
 def test_readmes_cluster_recipe_runs_a_notebook_as_slurm_job_arrays_with_the_local_runs_results(tmp_path, monkeypatch):
-    """README's cluster recipe, as written (only its example folder replaced), added to study 01's smoke profile:
+    """The cluster recipe of docs/running.md, as written (only its example folder replaced), added to 01's smoke profile:
     every run goes to SLURM through sbatch (each job's submission script is an sbatch script) and comes back equal to
     the runs of the notebook's own process."""
     monkeypatch.setenv("MPLBACKEND", "Agg")

@@ -27,13 +27,16 @@ class ParamError(ValueError):
 
 
 def spec(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
-         choices: tuple | None = None, min_len: int = 1, path: bool | str = False, help: str = "") -> Any:
+         choices: tuple | None = None, min_len: int = 1, path: bool | str = False, operational: bool = False,
+         help: str = "") -> Any:
     """A dataclass field with bounds (``ge``/``gt``/``le``) or allowed ``choices``; a list needs at least
     ``min_len`` entries and each entry is held to the bounds; lists get a fresh copy. A ``path`` is empty or
     absolute (``~`` expanded): the one rule for every file and folder a parameter names; ``path="writes"`` marks a
-    folder the study writes into, which must also lie outside the checkout's source and the system's folders."""
+    folder the study writes into, which must also lie outside the checkout's source and the system's folders.
+    ``operational``: the field changes where outputs go, which seeds run, logging, checkpoint cadence or where the
+    runs execute, but not one number of a run (odebook.training.fingerprint.arithmetic leaves it out)."""
     return _field(default, {"ge": ge, "gt": gt, "le": le, "choices": choices, "min_len": min_len, "path": path,
-                            "help": help})
+                            "operational": operational, "help": help})
 
 
 def _field(default: Any, meta: dict[str, Any]) -> Any:
@@ -139,25 +142,31 @@ class Params:
             setattr(cls, name, _field(value, dict(inherited[name].metadata)))
         cls.__annotations__ = annotations
 
-    seed: int = spec(0, ge=0, help="first seed; seed i of n_seeds is seed + i")
-    n_seeds: int = spec(1, ge=1, le=20, help="independent training runs per model (the cap of the looks)")
-    looks: list[int] = spec([], ge=2, min_len=0,
+    seed: int = spec(0, ge=0, operational=True, help="first seed; seed i of n_seeds is seed + i")
+    n_seeds: int = spec(1, ge=1, le=20, operational=True,
+                        help="independent training runs per model (the cap of the looks)")
+    looks: list[int] = spec([], ge=2, min_len=0, operational=True,
                             help="interim looks: seed counts below n_seeds at which the primary claims are examined "
                                  "and the study stops once they are settled (study.looks); [] = n_seeds at once")
     device: str = spec("auto", choices=("auto", "cpu", "cuda"), help="auto = cuda when available")
-    output_dir: str = spec("", path="writes", help="where figures and results go; '' = outputs/interactive/<study>; "
-                           "the runner sets it (a profile file may not)")
-    executor: str = spec("local", choices=("local", "submitit"),
+    output_dir: str = spec("", path="writes", operational=True,
+                           help="where figures and results go; '' = outputs/interactive/<study>; the runner sets it "
+                                "(a profile file may not)")
+    executor: str = spec("local", choices=("local", "submitit"), operational=True,
                          help="where the study's independent runs go (odebook.training.executor): 'local' = this "
                               "process (one per GPU on a machine with several); 'submitit' = one job array per look, "
                               "on SLURM where sbatch is found, else subprocesses of this machine")
-    executor_folder: str = spec("", path="writes", help="submitit: a folder every node sees, for the jobs' pickles and "
-                                "logs; '' = <checkpoint folder>/jobs")
-    slurm_partition: str = spec("", help="submitit on SLURM: the partition; '' = the cluster's default")
-    slurm_time_min: int = spec(120, ge=1, help="submitit: each job's time limit in minutes")
-    slurm_gpus_per_job: int = spec(0, ge=0, help="submitit on SLURM: GPUs per job (one run each); 0 = none asked, "
-                                                 "for a CPU partition")
-    slurm_array_parallelism: int = spec(16, ge=1, help="submitit: jobs of one array running at once")
+    executor_folder: str = spec("", path="writes", operational=True,
+                                help="submitit: a folder every node sees, for the jobs' pickles and logs; '' = "
+                                     "<checkpoint folder>/jobs")
+    slurm_partition: str = spec("", operational=True,
+                                help="submitit on SLURM: the partition; '' = the cluster's default")
+    slurm_time_min: int = spec(120, ge=1, operational=True, help="submitit: each job's time limit in minutes")
+    slurm_gpus_per_job: int = spec(0, ge=0, operational=True,
+                                   help="submitit on SLURM: GPUs per job (one run each); 0 = none asked, for a CPU "
+                                        "partition")
+    slurm_array_parallelism: int = spec(16, ge=1, operational=True,
+                                        help="submitit: jobs of one array running at once")
 
     # -- construction ---------------------------------------------------------------------------------------------
     @classmethod

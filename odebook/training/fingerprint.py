@@ -20,19 +20,20 @@ from torch import nn
 
 from odebook.training import checkpoint as ckpt
 
-__all__ = ["NOT_ARITHMETIC", "arithmetic", "content_hashes", "run_key", "stored_key", "run_fingerprint"]
+__all__ = ["not_arithmetic", "arithmetic", "content_hashes", "run_key", "stored_key", "run_fingerprint"]
 
-# Parameters that change where outputs go, which seeds run (the seed is in each run's tag), logging, checkpoint
-# cadence and where the runs execute, but not one number of a run.
-NOT_ARITHMETIC = ("output_dir", "checkpoint_dir", "fresh", "tensorboard", "seed", "n_seeds", "looks",
-                  "checkpoint_interval", "executor", "executor_folder", "slurm_partition", "slurm_time_min",
-                  "slurm_gpus_per_job", "slurm_array_parallelism")
+
+def not_arithmetic(params: Any) -> tuple[str, ...]:
+    """The fields of a study's parameters (a dataclass) marked operational where they are declared
+    (``odebook.params.spec(operational=True)``): where outputs go, which seeds run (the seed is in each run's tag),
+    logging, checkpoint cadence and where the runs execute — not one number of a run."""
+    return tuple(f.name for f in dataclasses.fields(params) if f.metadata.get("operational"))
 
 
 def arithmetic(params: Any) -> dict[str, Any]:
-    """A study's parameters (a dataclass or a mapping) but ``NOT_ARITHMETIC``."""
-    values = params if isinstance(params, Mapping) else dataclasses.asdict(params)
-    return {k: v for k, v in values.items() if k not in NOT_ARITHMETIC}
+    """A study's parameters (a dataclass) but its operational ones (``not_arithmetic``)."""
+    skip = set(not_arithmetic(params))
+    return {k: v for k, v in dataclasses.asdict(params).items() if k not in skip}
 
 
 def run_key(params: Any) -> dict[str, Any]:

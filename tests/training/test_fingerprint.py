@@ -142,3 +142,18 @@ def test_a_file_edited_in_place_with_its_modification_time_set_back_hashes_anew_
     f.write_text("gur png fng\n")
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert f.stat().st_mtime_ns == st.st_mtime_ns and content_hashes([f]) != first
+
+
+def test_operational_fields_are_marked_where_they_are_declared_and_leave_the_arithmetic():
+    """No hand list: a field is operational by its declaration (spec(operational=True)). The set is the one the
+    hand list held, so every stored run keeps its key."""
+    from odebook.params import STUDIES
+    from odebook.training.fingerprint import arithmetic, not_arithmetic
+
+    before = {"output_dir", "checkpoint_dir", "fresh", "tensorboard", "seed", "n_seeds", "looks",
+              "checkpoint_interval", "executor", "executor_folder", "slurm_partition", "slurm_time_min",
+              "slurm_gpus_per_job", "slurm_array_parallelism"}
+    for study, cls in STUDIES.items():
+        params = cls()
+        assert set(not_arithmetic(params)) == before, study
+        assert not set(arithmetic(params)) & before and "lr" in arithmetic(params), study

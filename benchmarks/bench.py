@@ -5,14 +5,16 @@ odebook.nn.gemm gives the models on the CPU), and the time of a product whose we
 matrix (given to oneDNN as it is, and through odebook.nn.gemm, which copies it first); then for the baseline and the
 ODE hybrid the ms per training step (forward, backward, clipping, AdamW): with the sliced and the plain head, with
 oneDNN and with torch's GEMM, with and without denormal flushing and with and without the allocator settings of
-``odebook.training.runtime.ALLOCATOR_ENV``; and model-FLOPs utilisation: the model's FLOPs per step (torch.utils.flop_counter)
-per second, divided by the faster of the two matmul rates as measured in the row's own worker just before and just
-after its timed steps (their mean): a rate measured once at the start of the run swung by ±7 % between consecutive
-processes on these shared machines, and the step's time moves with it. Each row runs in its own worker process,
-because glibc reads its allocator settings at process start; timings are medians over steps after warm-up.
+``odebook.training.runtime.ALLOCATOR_ENV``; and model-FLOPs utilisation: the model's FLOPs per step
+(torch.utils.flop_counter) per second, divided by the faster of the two matmul rates as measured in the row's own worker
+just before and just after its timed steps (their mean): a rate measured once at the start of the run swung by ±7 %
+between consecutive processes on these shared machines, and the step's time moves with it. Each row runs in its own
+worker process, because glibc reads its allocator settings at process start; timings are medians over steps after
+warm-up.
 
 Whether the GEMM rate is possible on these cores (clock and FLOP per cycle on the thread's CPU clock):
-benchmarks/gemm_rate.py. The size rules of odebook.nn.gemm (MIN_MACS, MIN_WEIGHT, the weight gradient's orientation): benchmarks/gemm_rules.py.
+benchmarks/gemm_rate.py. The size rules of odebook.nn.gemm (MIN_MACS, MIN_WEIGHT, the weight gradient's orientation):
+benchmarks/gemm_rules.py.
 
 Gated delta rule: forward + backward time of the chunked pure-PyTorch form against the reference loop for
 T ∈ {256, 1024, 4096} (batch 2, 4 heads, K = V = 64, chunk 64).

@@ -72,7 +72,8 @@ def output_dir(params: Params) -> Path:
 def checkpointing(params: Params, out: Path) -> dict[str, Any]:
     """The checkpoint arguments of ``experiment.run_seeds`` for a study: the folder (``checkpoint_dir``, else
     <out>/checkpoints), ``fresh``, and the parameters that make up each run's key (all but where outputs go, which
-    seeds, and logging) with the content hashes of its data files (odebook.training.fingerprint.run_key). Empty when ``checkpoint_interval`` is 0: nothing is stored then."""
+    seeds, and logging) with the content hashes of its data files (odebook.training.fingerprint.run_key). Empty when
+    ``checkpoint_interval`` is 0: nothing is stored then."""
     if not getattr(params, "checkpoint_interval", 0):
         return {}
     return {"checkpoints": checkpoint_folder(params, out), "fresh": params.fresh, "key": run_key(params)}

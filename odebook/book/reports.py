@@ -2,12 +2,12 @@
 
 ``publish`` copies a run's outputs/<profile>/ there (executed notebooks, HTML, figures, tables, results and manifests,
 and the index), leaving out checkpoints and TensorBoard logs and writing paths relative to the repository. A report
-is *stale* when its notebook, its parameter file or the code a study runs (the modules of odebook's science sub-packages it
-imports, ``book.code_hash``; not the book's machinery) differ from the ones it ran with — the hashes its
-manifest.json records (``hashes``, written by the runner); ``check`` lists the stale ones with the files that
-changed, never failing for it and writing nothing. ``verdict_table`` turns the committed results.json files into the
-README's table of verdicts, between the two markers below, so no number in it is typed by hand, and marks each stale
-report there (a test keeps the README's table equal to it, so a change that makes a report stale says so in README).
+is *stale* when its notebook, its parameter file or the code a study runs (the modules of odebook's science sub-packages
+it imports, ``book.code_hash``; not the book's machinery) differ from the ones it ran with — the hashes its
+manifest.json records (``hashes``, written by the runner); ``check`` lists the stale ones with the files that changed,
+never failing for it and writing nothing. ``verdict_table`` turns the committed results.json files into the README's
+table of verdicts, between the two markers below, so no number in it is typed by hand, and marks each stale report there
+(a test keeps the README's table equal to it, so a change that makes a report stale says so in README).
 
     python -m odebook.book.reports publish --profile cpu   # outputs/cpu -> reports/cpu
     python -m odebook.book.reports check --profile cpu     # which committed reports no longer match the code

@@ -4,10 +4,10 @@
 and stops before any compute if one is wrong, or if another run of the same profile and notebook holds its lock.
 Each notebook then runs in a staging folder of its own; when it ran to its last cell it replaces
 ``outputs/<profile>/<notebook>/`` in one atomic exchange, otherwise it is rendered with its error into
-``<notebook>.failed/`` and the last successful outputs stay untouched (odebook.book.publish). A failing notebook does not stop the others; the exit status is 1 when any
-failed, 2 when the parameters, the profile or a notebook name are invalid (then nothing ran). The profile must be a
-folder name under ``params/`` and each notebook a name under ``notebooks/``; nothing outside ``outputs/`` is ever
-replaced or deleted.
+``<notebook>.failed/`` and the last successful outputs stay untouched (odebook.book.publish). A failing notebook does
+not stop the others; the exit status is 1 when any failed, 2 when the parameters, the profile or a notebook name are
+invalid (then nothing ran). The profile must be a folder name under ``params/`` and each notebook a name under
+``notebooks/``; nothing outside ``outputs/`` is ever replaced or deleted.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ never bound to in training (a Latin-square tenth of the pairs); the 'unseen pair
 Evaluation sets put the queried fact anywhere ('random'), near the question ('inside': the second-to-last sentence,
 followed by another fact, so neither the most recent colour nor the latest fact's colour answers it) or first
 ('far'). Shortcuts (answer the most recent colour, the most frequent colour, the latest fact's colour, a bound colour
-at random) and chance are scored on the same examples (odebook.study.retrieval). The answer is one token: the colour with
-its leading space under GPT-2, or its first byte under the byte tokenizer (the eight first letters differ).
+at random) and chance are scored on the same examples (odebook.study.retrieval). The answer is one token: the colour
+with its leading space under GPT-2, or its first byte under the byte tokenizer (the eight first letters differ).
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 x → q, k, v projections (H heads of width K) → optional short causal depthwise convolution → SiLU →
 L2-normalised q and k; β_t = β_floor + (1 − β_floor)·σ(W_β x_t) (β_floor = 1 always writes); the log decay
-g_t = −exp(A_log)·softplus(W_a x_t + dt_bias) per head, initialised as fla-core's GatedDeltaNet initialises it (Mamba-2's
-parameterisation: A ~ U(0, 16), dt log-uniform in [0.001, 0.1], so heads start with memories from a few tokens to
-thousands — a single fixed decay, e.g. σ(2) ≈ 0.88 a step, forgets a fact 50 tokens back by a factor 10⁻³ and left
-the retrieval studies at chance); the gated delta rule; RMSNorm of each head's read-out times a SiLU output gate;
+g_t = −exp(A_log)·softplus(W_a x_t + dt_bias) per head, initialised as fla-core's GatedDeltaNet initialises it
+(Mamba-2's parameterisation: A ~ U(0, 16), dt log-uniform in [0.001, 0.1], so heads start with memories from a few
+tokens to thousands — a single fixed decay, e.g. σ(2) ≈ 0.88 a step, forgets a fact 50 tokens back by a factor 10⁻³ and
+left the retrieval studies at chance); the gated delta rule; RMSNorm of each head's read-out times a SiLU output gate;
 output projection.
 
 The layer stores nothing: ``forward`` returns a GDNOutput with the output, the final state, its ``Writes`` (what a

@@ -7,8 +7,8 @@ list of test batches.
 With ``checkpoints`` (a folder), each run keeps ``<model>_seed<seed>_lr<lr>.pt`` while it trains — resumed after an
 interruption — and ``….done.pt`` once finished — reused by a re-run. Both are keyed by a fingerprint of the run's
 configuration (odebook.training.fingerprint: ``key``, the parameters that affect it and the content hashes of the data
-files; the model's architecture, seed, optimisation and batch shape; odebook's source), so anything changed runs afresh; ``fresh`` ignores them all. ``Run.origin`` says whether a run was
-trained, resumed or reused.
+files; the model's architecture, seed, optimisation and batch shape; odebook's source), so anything changed runs afresh;
+``fresh`` ignores them all. ``Run.origin`` says whether a run was trained, resumed or reused.
 """
 
 from __future__ import annotations
@@ -122,11 +122,12 @@ def train_once(tag: str, model: nn.Module, batches: Callable[[], Iterator], vali
                precision: Precision, *, checkpoints: Path | None = None, fresh: bool = False,
                key: Mapping | None = None, finish: Callable[[nn.Module, History], dict] | None = None,
                reuse_only: bool = False, **train_kwargs) -> tuple[History, str, dict] | None:
-    """Train the (seeded, built) ``model`` on ``batches()`` with odebook.training.train.train — or, with ``checkpoints``, resume
-    it from ``<tag>.pt`` or take it finished from ``<tag>.done.pt`` when its fingerprint (``key``, ``tag``, the
-    model's repr, ``config``, odebook's source) matches (the module docstring). ``finish(model, history)`` gives what
-    is stored beside the finished weights (e.g. a test score) and returned again on reuse. Returns (history, origin,
-    what ``finish`` gave); with ``reuse_only``, None instead of training when there is no finished run to take."""
+    """Train the (seeded, built) ``model`` on ``batches()`` with odebook.training.train.train — or, with
+    ``checkpoints``, resume it from ``<tag>.pt`` or take it finished from ``<tag>.done.pt`` when its fingerprint
+    (``key``, ``tag``, the model's repr, ``config``, odebook's source) matches (the module docstring). ``finish(model,
+    history)`` gives what is stored beside the finished weights (e.g. a test score) and returned again on reuse. Returns
+    (history, origin, what ``finish`` gave); with ``reuse_only``, None instead of training when there is no finished run
+    to take."""
     fingerprint = run_fingerprint(model=model, config=config, key=key, tag=tag)
     done = checkpoints / f"{tag}.done.pt" if checkpoints else None
     partial = checkpoints / f"{tag}.pt" if checkpoints else None
@@ -278,8 +279,9 @@ def tune_then_run(builders: Mapping[str, Callable[[], nn.Module]], task: Task, c
 
 def summarize(runs: Sequence[Run]) -> pd.DataFrame:
     """One row per model: parameters, lr, how its runs came about (trained, resumed, reused), final validation loss
-    and perplexity (mean and 95 % t-interval over seeds), test loss (mean and interval), ms/step (median over seeds), tokens/s, FLOPs per forward pass, peak
-    memory, and the training steps skipped for non-finite gradients (summed over seeds)."""
+    and perplexity (mean and 95 % t-interval over seeds), test loss (mean and interval), ms/step (median over seeds),
+    tokens/s, FLOPs per forward pass, peak memory, and the training steps skipped for non-finite gradients (summed over
+    seeds)."""
     rows = []
     for name in dict.fromkeys(r.model for r in runs):
         rs = [r for r in runs if r.model == name]

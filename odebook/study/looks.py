@@ -76,7 +76,8 @@ def run_in_looks(run: Callable[[Sequence[int], list], list], claims: Sequence[Cl
                  looks: Sequence[int] = (), alpha: float = 0.05, power: float = 0.8) -> Looked:
     """``run(seeds, done)`` runs every arm on ``seeds`` reusing the runs in ``done`` and returns all of them (e.g.
     ``experiment.run_seeds`` with its options bound); ``values_of(runs)`` gives each comparison's per-seed
-    differences (``claims.paired``), in seed order. ``looks``: the interim seed counts, below ``len(seeds)``, the cap."""
+    differences (``claims.paired``), in seed order. ``looks``: the interim seed counts, below ``len(seeds)``, the
+    cap."""
     seeds = list(seeds)
     if not looks:
         runs = run(seeds, [])

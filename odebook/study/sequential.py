@@ -227,8 +227,9 @@ class Operating:
 def decide_all(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], looks: Sequence[int], *,
                alpha: float = 0.05) -> tuple[str, int | None, dict[str, Decision]]:
     """Looks for a study's primary claims together (a compound claim part by part), each at alpha / m (Bonferroni
-    over the m primaries, the sequential stand-in for Holm): ("stop", None, decisions) once every claim has stopped (efficacy, futility or the
-    cap), else ("continue", the seeds the next look needs, decisions). ``values`` as for ``claims.settle``."""
+    over the m primaries, the sequential stand-in for Holm): ("stop", None, decisions) once every claim has stopped
+    (efficacy, futility or the cap), else ("continue", the seeds the next look needs, decisions). ``values`` as for
+    ``claims.settle``."""
     primaries = [c for c in claims if c.primary and c.kind in ("superiority", "equivalence", "non-inferiority")]
     if not primaries:
         raise ValueError("decide_all needs at least one primary superiority, equivalence or non-inferiority claim")

@@ -120,7 +120,8 @@ def source_hash() -> str:
 
 def science_sha256(package: str | Path | None = None) -> str:
     """sha256 of the source files (path and bytes) of the SCIENCE sub-packages of the odebook package at ``package``
-    (default: this one), read now. Changing the book's machinery (odebook/book, benchmarks/, README) leaves it as it is."""
+    (default: this one), read now. Changing the book's machinery (odebook/book, benchmarks/, README) leaves it as it
+    is."""
     h = hashlib.sha256()
     package = Path(package or Path(__file__).parents[1]).resolve()
     for f in sorted(f for part in SCIENCE for f in (package / part).rglob("*.py")):

@@ -4,11 +4,11 @@ AdamW with gradient clipping; per step the loss, the time (device synchronised) 
 per named group of parameters, measured before clipping — only for steps the optimiser took: a step whose gradients
 are not finite (an fp16 overflow the GradScaler skips) is counted in ``skipped_steps`` and left out of the gradient
 statistics; held-out evaluation at intervals on a fixed list of
-batches; the precision policy of ``odebook.training.runtime``; a guard that stops a run whose loss is no longer finite, keeping the
-metrics recorded so far on the exception; opt-in TensorBoard logs of the same numbers; checkpoints every
-``checkpoint_interval`` steps that a re-run resumes from bit for bit (``odebook.training.checkpoint``); and data-parallel
-training when ``torch.distributed`` is initialised (``odebook.training.distributed``): each rank takes its rows of the same
-global batch, DistributedDataParallel averages the gradients, rank 0 evaluates and writes checkpoints.
+batches; the precision policy of ``odebook.training.runtime``; a guard that stops a run whose loss is no longer finite,
+keeping the metrics recorded so far on the exception; opt-in TensorBoard logs of the same numbers; checkpoints every
+``checkpoint_interval`` steps that a re-run resumes from bit for bit (``odebook.training.checkpoint``); and
+data-parallel training when ``torch.distributed`` is initialised (``odebook.training.distributed``): each rank takes its
+rows of the same global batch, DistributedDataParallel averages the gradients, rank 0 evaluates and writes checkpoints.
 """
 
 from __future__ import annotations

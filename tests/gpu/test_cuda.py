@@ -1,8 +1,8 @@
 """The CUDA paths a Colab or workstation user takes, each against the CPU's fp32 path or its plain reference: every
 model family is causal on the GPU (the Gated DeltaNet through fla-core's kernel), the layer runs under autocast,
 cached decoding gives the recomputed tokens, and a data-parallel run on NCCL equals a single-process run. Skipped
-without a GPU (CI has none). The precision policies (every family under the native and the fp16 policy, the sliced head and the reversible backward
-under autocast) run on the CPU and on CUDA in tests/training/test_precision_policies.py.
+without a GPU (CI has none). The precision policies (every family under the native and the fp16 policy, the sliced head
+and the reversible backward under autocast) run on the CPU and on CUDA in tests/training/test_precision_policies.py.
 """
 
 import pytest

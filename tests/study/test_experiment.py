@@ -100,9 +100,9 @@ def test_a_run_trained_on_other_data_content_is_retrained_not_reused(tmp_path):
 
 
 def test_runs_spread_over_two_devices_equal_the_runs_one_after_another():
-    """odebook.training.spread's path (two worker threads, here on two CPU 'devices'; on a machine with several GPUs, one per
-    GPU): the same runs in the same order, each equal to its sequential twin (fp32, within 1e-6: two threads share
-    the CPU's intra-op pool), and a diverging rate of the grid still counts as infinite."""
+    """odebook.training.spread's path (two worker threads, here on two CPU 'devices'; on a machine with several GPUs,
+    one per GPU): the same runs in the same order, each equal to its sequential twin (fp32, within 1e-6: two threads
+    share the CPU's intra-op pool), and a diverging rate of the grid still counts as infinite."""
     builders = {"a": tiny, "b": lambda: models.gpt(vocab_size=20, d_model=8, n_layer=2, n_head=2, max_seq_len=8)}
     config = TrainConfig(steps=3, lr=1e-2, eval_interval=3)
     two = Local(devices=[torch.device("cpu")] * 2)

@@ -188,9 +188,9 @@ def readme_cluster_recipe() -> str:
 @pytest.mark.skipif(not slurm_is_up(),
                     reason="no SLURM cluster answers here (CI starts one: scripts/slurm_one_node.sh)")
 def test_readmes_cluster_recipe_runs_a_notebook_as_slurm_job_arrays_with_the_local_runs_results(tmp_path, monkeypatch):
-    """The cluster recipe of docs/running.md, as written (only its example folder replaced), added to 01's smoke profile:
-    every run goes to SLURM through sbatch (each job's submission script is an sbatch script) and comes back equal to
-    the runs of the notebook's own process."""
+    """The cluster recipe of docs/running.md, as written (only its example folder replaced), added to 01's smoke
+    profile: every run goes to SLURM through sbatch (each job's submission script is an sbatch script) and comes back
+    equal to the runs of the notebook's own process."""
     monkeypatch.setenv("MPLBACKEND", "Agg")
     recipe = readme_cluster_recipe()
     assert "executor: submitit" in recipe and "slurm_gpus_per_job: 0" in recipe

@@ -17,7 +17,6 @@ import json
 import os
 import random
 import tempfile
-from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any

@@ -12,7 +12,6 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from odebook import params as params_mod
 from odebook.book import publish, runner, wait_policy
 
 from test_runner import OK, OkParams, book  # noqa: F401  (the tiny book fixture)

@@ -28,7 +28,7 @@ def test_every_path_parameter_refuses_a_relative_path_with_the_same_line(study):
     for name in names:
         with pytest.raises(ParamError) as err:
             STUDIES[study].from_mapping({**_smoke(study), name: "ckpts/here"}, source="x.yaml")
-        assert f"x.yaml: invalid parameters" in str(err.value)
+        assert "x.yaml: invalid parameters" in str(err.value)
         assert f"key '{name}' = 'ckpts/here': must be an absolute path" in str(err.value)
 
 

@@ -9,7 +9,7 @@ def _ladder(alpha: float, seed_sd: float, sizes: int = 6, seeds: int = 5):
     rng = np.random.default_rng(0)
     n = np.geomspace(1e5, 1e7, sizes)
     loss = 2.0 * (n / n[0]) ** (-alpha) + 3.0
-    return n, [list(l + seed_sd * rng.standard_normal(seeds)) for l in loss]
+    return n, [list(mean + seed_sd * rng.standard_normal(seeds)) for mean in loss]
 
 
 def test_the_seed_bootstrap_covers_the_true_exponent_and_widens_with_the_seed_spread():

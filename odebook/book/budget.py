@@ -48,12 +48,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from odebook.book import processor
+from odebook.book import processor, workload
 from odebook.params import Params
 from odebook.study.flops import count_flops
 from odebook.study.measure import peak_memory
 from odebook.book.workload import PLANS, Runs, Work, plan
 from odebook.training.fingerprint import arithmetic
+from odebook.training import checkpoint
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
 
@@ -266,23 +267,25 @@ KEEP = 5  # the latest ratios a factor is the median of
 def calibrated(budget: Budget, folder: Path) -> Budget:
     """``budget`` scaled by the median of the last ``KEEP`` measured-over-estimated ratios of its study's runs on
     this processor recorded in ``folder`` (``record``); as it is where there are none."""
-    ratios = _calibrations(folder).get(processor.describe(), {}).get(budget.study, [])
+    ratios = _kept(folder / CALIBRATION).get(processor.describe(), {}).get(budget.study, [])
     return dataclasses.replace(budget, factor=statistics.median(ratios), calibrations=len(ratios)) if ratios else budget
 
 
 def record(folder: Path, budget: Budget, seconds: float) -> None:
     """Keep a finished run's measured ``seconds`` over its uncalibrated estimate, for this processor and study."""
-    table = _calibrations(folder)
+    table = _kept(folder / CALIBRATION)
     ratios = table.setdefault(processor.describe(), {}).setdefault(budget.study, [])
     ratios[:] = (ratios + [round(seconds / budget.seconds, 4)])[-KEEP:]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / CALIBRATION).write_text(json.dumps(table, indent=1))
 
 
-def _calibrations(folder: Path) -> dict:
+def _kept(path: Path) -> dict:
+    """A JSON record the budget keeps in the outputs folder (calibrations, probes); {} where there is none yet or it
+    is damaged: it is started again."""
     try:
-        return json.loads((folder / CALIBRATION).read_text())
-    except (OSError, ValueError):  # none yet, or a damaged file: start again
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
         return {}
 
 
@@ -292,13 +295,9 @@ PROBES = ".budget-probes.json"  # in a profile's outputs folder: estimates by wh
 def _probed(params: Params, precision: Precision, folder: Path) -> Budget:
     """``estimate``, made once per processor, device, package code, torch and parameters and kept in ``folder``
     (an estimate made on a busy machine is not kept): an unchanged re-run costs no probe."""
-    key = hashlib.sha256(json.dumps([processor.describe(), str(precision), torch.__version__, _package_hash(),
-                                     params.study, arithmetic(params)], sort_keys=True, default=str).encode()
-                         ).hexdigest()[:20]
-    try:
-        kept = json.loads((folder / PROBES).read_text())
-    except (OSError, ValueError):
-        kept = {}
+    key = checkpoint.fingerprint(processor=processor.describe(), precision=str(precision), torch=torch.__version__,
+                                 estimator=_estimator_hash(), study=params.study, parameters=arithmetic(params))
+    kept = _kept(folder / PROBES)
     if key in kept:
         return Budget(**{**kept[key], "parts": tuple(map(tuple, kept[key]["parts"]))})
     made = estimate(params, precision)
@@ -309,12 +308,11 @@ def _probed(params: Params, precision: Precision, folder: Path) -> Budget:
 
 
 @functools.lru_cache(maxsize=1)
-def _package_hash() -> str:
-    """sha256 of odebook's source: any change of the code can change what a step costs."""
-    h = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parents[1].rglob("*.py")):
-        h.update(path.read_bytes())
-    return h.hexdigest()
+def _estimator_hash() -> str:
+    """sha256 of the estimate's own code, this module and the plans it costs (odebook.book.workload); the science
+    code a step runs is in every ``checkpoint.fingerprint`` already."""
+    return hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (sys.modules[__name__], workload))
+                          ).hexdigest()
 
 
 HANDED = "ODEBOOK_BUDGET"  # "<study>\t<line>": the runner's estimate, handed to the kernel it starts for that study

@@ -123,8 +123,8 @@ def validate(book: Book, profile: str, names: list[str], settings: dict[str, Any
     if problems:
         raise ParamError("\n".join(problems))
     for name, (params, _) in ok.items():
-        if params.ignored_keys():
-            print(f"{book.params / profile / name}.yaml: {params.ignored_keys()}", flush=True)
+        if ignored := params.ignored_keys():
+            print(f"{book.params / profile / name}.yaml: {ignored}", flush=True)
     return ok
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from odebook.data.mirror import MIRROR_FILES, mirror_dir
+from odebook.data.mirror import MIRROR_FILES, _stat, mirror_dir  # _stat: the mirror checks' cache key
 
 __all__ = ["short_splits", "few_stories"]
 
@@ -65,7 +65,7 @@ def few_stories(batch_size: int, eval_batches: int) -> list[str]:
     root = mirror_dir()
     if root is None:
         return []
-    train, valid = _stories(*(_stat_key(root / name) for name in MIRROR_FILES["tinystories"]))
+    train, valid = _stories(*(_stat(root / name) for name in MIRROR_FILES["tinystories"]))
     problems = []
     for n, needed, name, key in ((valid, batch_size * eval_batches, MIRROR_FILES["tinystories"][1], "eval_batches"),
                                  (train, batch_size, MIRROR_FILES["tinystories"][0], "batch_size")):
@@ -74,11 +74,6 @@ def few_stories(batch_size: int, eval_batches: int) -> list[str]:
                             f"two characters); the study needs {needed} (eval_batches × batch_size for validation, "
                             "batch_size for training): give the whole file or lower the key")
     return problems
-
-
-def _stat_key(path: Path) -> tuple[str, int, int]:
-    st = path.stat()
-    return str(path), st.st_size, st.st_mtime_ns
 
 
 @functools.lru_cache(maxsize=4)

@@ -276,8 +276,7 @@ def record(folder: Path, budget: Budget, seconds: float) -> None:
     table = _kept(folder / CALIBRATION)
     ratios = table.setdefault(processor.describe(), {}).setdefault(budget.study, [])
     ratios[:] = (ratios + [round(seconds / budget.seconds, 4)])[-KEEP:]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / CALIBRATION).write_text(json.dumps(table, indent=1))
+    _keep(folder / CALIBRATION, table)
 
 
 def _kept(path: Path) -> dict:
@@ -287,6 +286,15 @@ def _kept(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+
+
+def _keep(path: Path, table: dict) -> None:
+    """Write a record ``_kept`` reads, whole or not at all (a temporary file renamed over it): notebooks of one
+    profile run side by side, and one must never read another's half-written record."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(table, indent=1))
+    os.replace(tmp, path)
 
 
 PROBES = ".budget-probes.json"  # in a profile's outputs folder: estimates by what they were measured from
@@ -302,8 +310,7 @@ def _probed(params: Params, precision: Precision, folder: Path) -> Budget:
         return Budget(**{**kept[key], "parts": tuple(map(tuple, kept[key]["parts"]))})
     made = estimate(params, precision)
     if made.share >= BUSY:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / PROBES).write_text(json.dumps({**kept, key: dataclasses.asdict(made)}, indent=1))
+        _keep(folder / PROBES, {**kept, key: dataclasses.asdict(made)})
     return made
 
 

@@ -207,6 +207,8 @@ def test_others_counts_what_other_processes_took_while_a_block_ran():
     import sys
     import time
 
+    if (busy := machine_load.busy_cores(1.0)) > 0.3:  # what this test measures is other processes: none may run
+        pytest.skip(f"other processes keep {busy:.1f} cores busy")
     with machine_load.others() as mine:
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < 1.5:

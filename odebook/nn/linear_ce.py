@@ -66,7 +66,7 @@ def _sliced(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, vocab_
     """The mean loss over the rows of h, all of which count, slice by slice of ``chunk_rows``; with ``gradients``, also
     its gradients with respect to h and weight, formed in the same pass (no rows: loss 0, gradients 0)."""
     acc = torch.promote_types(h.dtype, torch.float32)  # the softmax and the sums in at least fp32
-    n = torch.tensor(max(h.shape[0], 1), dtype=acc, device=h.device)
+    n = max(h.shape[0], 1)
     w = weight[:, :vocab_size]
     loss = torch.zeros((), dtype=acc, device=h.device)
     if gradients:
@@ -79,7 +79,10 @@ def _sliced(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, vocab_
         half = h.dtype == torch.float16 or (torch.is_autocast_enabled(h.device.type)
                                             and torch.get_autocast_dtype(h.device.type) == torch.float16)
         lift = 1024.0 if half else 1.0
-        scale = 1 / n  # the mean's, on the small factors
+        # The mean's 1/n goes onto the small factors, as a Python float and in ``acc``: a 0-dim tensor would be cast
+        # to the fp16 operand's dtype on CUDA, where 1/(n·1024) is subnormal (1,755 tokens: 9.34 units of 2^-24
+        # rounded to 9, every gradient below the head 3.6 % too small; seen on an H100).
+        scale = 1.0 / n
     for start in range(0, h.shape[0], chunk_rows):
         rows = slice(start, start + chunk_rows)
         hc, tc = h[rows], targets[rows]
@@ -89,9 +92,9 @@ def _sliced(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, vocab_
         if gradients:
             g[picked] -= 1.0  # d(token loss)/d logits = softmax − one-hot
             g = g.to(hc.dtype)  # under autocast the matmuls below run in its dtype, like the plain backward
-            grad_h[rows] = (gemm.mm(g * lift if half else g, weight.t()) * (scale / lift)).to(h.dtype)
+            grad_h[rows] = (gemm.mm(g * lift if half else g, weight.t()).to(acc) * (scale / lift)).to(h.dtype)
             # the sum over slices happens inside the matmul
-            grad_w = gemm.addmm_(grad_w, (hc * scale).to(g.dtype).t(), g, beta=0.0 if start == 0 else 1.0)
+            grad_w = gemm.addmm_(grad_w, (hc.to(acc) * scale).to(g.dtype).t(), g, beta=0.0 if start == 0 else 1.0)
         del g  # before the next slice's logits
     return loss / n, (grad_h, grad_w.to(weight.dtype)) if gradients else None
 

@@ -73,7 +73,7 @@ sync:  ## rewrite each notebook's colab cell, pair notebooks/*.py with *.ipynb (
 	$(VENV)/bin/jupytext --sync notebooks/*.py
 	$(VENV)/bin/jupyter nbconvert --log-level=WARN --clear-output --inplace notebooks/*.ipynb
 
-bench:  ## CPU benchmarks: the GEMM rate against the cores (clock, FLOP per cycle); each study's cpu-profile step (efficiency, alone vs beside a busy process); matmul (torch, oneDNN); gemm size rules; 01 step (plain vs sliced head, oneDNN vs torch GEMM: memory, ms, MFU); delta rule; 02; 05 KV cache; DDP
+bench:  ## CPU benchmarks: the GEMM rate against the cores (clock, FLOP per cycle); each study's cpu-profile step (efficiency, alone vs beside a busy process); seed-runs per minute, one process vs one-thread workers side by side; matmul (torch, oneDNN); gemm size rules; 01 step (plain vs sliced head, oneDNN vs torch GEMM: memory, ms, MFU); delta rule; 02; 05 KV cache; DDP
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m benchmarks.bench
 
 clean-outputs:  ## delete outputs/<PROFILE> (PROFILE must be a folder name under params/; not while it runs)

@@ -28,7 +28,8 @@ of one training step of the rk4 hybrid at 4, 8, 16 and 32 steps for each sensiti
 so the ODE block rather than the 50,257-way head dominates the memory).
 
 Each study's cpu-profile step — time, FLOPs, efficiency against the GEMM rate, and its slowdown beside one busy
-process with each OpenMP wait policy: benchmarks/cpu_profile.py (section ``cpu``).
+process with each OpenMP wait policy: benchmarks/cpu_profile.py (section ``cpu``). Seed-runs per minute, one process
+against one-thread workers side by side, interleaved: benchmarks/side_by_side.py (section ``side``).
 
 Speed is measured here, never asserted in a test.
 """
@@ -45,7 +46,7 @@ import time
 
 import torch
 
-from benchmarks import cpu_profile, gemm_rate
+from benchmarks import cpu_profile, gemm_rate, side_by_side
 from benchmarks.gemm_rate import matmul_flops, onednn_matmul_flops, reference_flops
 from benchmarks.gemm_rules import bench_gemm
 from benchmarks.timing import median_time
@@ -314,7 +315,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="timed steps per row")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--only", choices=("rate", "cpu", "01", "gemm", "delta_rule", "02", "05", "ddp"), help="run one section")
+    parser.add_argument("--only", choices=("rate", "cpu", "side", "01", "gemm", "delta_rule", "02", "05", "ddp"),
+                        help="run one section")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:  # one measurement, printed as JSON for the parent
@@ -335,6 +337,8 @@ def main(argv: list[str] | None = None) -> None:
         gemm_rate.main()
     if args.only in (None, "cpu"):
         cpu_profile.main()
+    if args.only in (None, "side"):
+        side_by_side.main([])
     if args.only in (None, "01"):
         bench_01(args.steps, args.warmup)
     if args.only in (None, "gemm"):

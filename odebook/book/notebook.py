@@ -17,13 +17,13 @@ from odebook.book.profile import apply_profile
 from odebook.params import Params, injected_names
 from odebook.params.papermill_cli import check_papermill_files
 from odebook.params.folders import checkout_root
-from odebook.training.executor import Local, Submitit
+from odebook.training.executor import Local, Submitit, Workers, usable_cores
 from odebook.training.fingerprint import run_key
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.study.stats import Verdict
 
 __all__ = ["start", "inline_figures", "output_dir", "checkpointing", "checkpoint_folder", "batch_shape", "run_options",
-           "executor", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts", "repo_root", "to_jsonable"]
+           "executor", "layout", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts", "repo_root", "to_jsonable"]
 
 
 def start(schema: type[Params], namespace: Mapping[str, Any]) -> tuple[Params, Path, Precision]:
@@ -96,16 +96,41 @@ def run_options(params: Params, out: Path, log: str = "runs") -> dict[str, Any]:
             **checkpointing(params, out), "executor": executor(params, out)}
 
 
-def executor(params: Params, out: Path) -> Local | Submitit:
-    """The executor the parameters name (odebook.training.executor): ``Local()``, or ``Submitit`` with the SLURM
-    options, its jobs' folder ``executor_folder`` (else <checkpoint folder>/jobs) and the parameters' device, which
-    each job resolves on its own node."""
-    if params.executor == "local":
+# ``auto`` runs a study's runs side by side only where each trains at least this many steps. Measured on a 2-core Zen 4
+# (python -m benchmarks.side_by_side, interleaved): at the cpu profiles' shapes two one-thread workers gave 1.17-1.47x
+# the seed-runs per minute of one two-thread process; the smoke profiles' runs (4-20 steps) took 1.2-1.7x longer
+# side by side, the workers' start (seconds of imports) and each job's transfer outweighing their training.
+SIDE_BY_SIDE_STEPS = 100
+
+
+def executor(params: Params, out: Path) -> Local | Workers | Submitit:
+    """The executor the parameters name (odebook.training.executor): ``Local()``; ``Workers`` of one thread, one per
+    usable core (``auto`` chooses them where the runs are on a CPU with several cores and train at least
+    SIDE_BY_SIDE_STEPS steps); or ``Submitit`` with the
+    SLURM options, its jobs' folder ``executor_folder`` (else <checkpoint folder>/jobs) and the parameters' device,
+    which each job resolves on its own node."""
+    cores = usable_cores()
+    side_by_side = (cores > 1 and resolve_device(params.device).type == "cpu"
+                    and getattr(params, "steps", 0) >= SIDE_BY_SIDE_STEPS)
+    if params.executor == "local" or (params.executor == "auto" and not side_by_side):
         return Local()
+    if params.executor in ("auto", "workers"):
+        return Workers(cores)
     folder = Path(params.executor_folder) if params.executor_folder else checkpoint_folder(params, out) / "jobs"
     return Submitit(folder, device=params.device,
                     partition=params.slurm_partition, time_min=params.slurm_time_min,
                     gpus_per_job=params.slurm_gpus_per_job, array_parallelism=params.slurm_array_parallelism)
+
+
+def layout(params: Params) -> str:
+    """How the study's runs are laid out over processes and threads, in words: it sets the order of the
+    arithmetic's sums, so the manifest records it and the re-run key holds it."""
+    ex = executor(params, Path())
+    if isinstance(ex, Workers):
+        return ex.describe()
+    if isinstance(ex, Submitit):
+        return "submitit jobs, each on its node's threads"
+    return f"this process × {torch.get_num_threads()} threads"
 
 
 def tensorboard_dir(out: Path, params: Params, run: str) -> Path | None:

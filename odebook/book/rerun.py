@@ -5,7 +5,8 @@ SCIENCE sub-packages it reaches, ``reports.odebook_hash``), the notebook's own s
 the content hash of every data and tokenizer file its parameters make it read (``fingerprint.content_hashes``; data
 from the hub: its source), the environment (the versions of the packages the runner records), the device, its
 precision policy (``precision``: ODEBOOK_GPU_POLICY=t4 runs another policy on the same GPU) and the processor
-(odebook.book.processor: another CPU rounds differently). The runner writes the key into the published
+(odebook.book.processor: another CPU rounds differently) and the runs' layout over processes and threads
+(``notebook.layout``: it orders the sums). The runner writes the key into the published
 manifest.json (``record``) and skips a notebook whose last run succeeded with the same key (``unchanged``), saying
 so in one line; ``make run-all FRESH=1`` (``--fresh``) runs everything. Execution caches that key on code cells alone
 (jupyter-cache, MyST-NB) reuse a stale result when a data file or a package changes; this key does not.
@@ -21,7 +22,7 @@ from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
-from odebook.book import processor, reports
+from odebook.book import notebook, processor, reports
 from odebook.params import ParamError, Params, profile_chain
 from odebook.training.fingerprint import content_hashes
 from odebook.training.runtime import GPU_POLICY, device_name, precision_for, resolve_device
@@ -61,7 +62,7 @@ def key(root: Path, profile: str, name: str, params: Params, packages: Iterable[
     return {"odebook": reports.odebook_hash(root, name), "notebook": _sha(root / "notebooks" / f"{name}.py"),
             "parameters": _parameters_sha(root / "params" / profile / f"{name}.yaml"), "data": data_key(params),
             "environment": environment(packages), "device": device_name(resolve_device()),
-            "precision": precision(), "processor": processor.describe()}
+            "precision": precision(), "processor": processor.describe(), "threads": notebook.layout(params)}
 
 
 def _parameters_sha(path: Path) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from odebook.book import index, kernel, machine_load, processor, publish, report_page, wait_policy
-from odebook.book import reports, rerun
+from odebook.book import notebook, reports, rerun
 from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, parse_settings, profile_chain, validate_values
 from odebook.book import budget
@@ -197,7 +197,8 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
         "parameter_file": str(book.params / profile / f"{name}.yaml"), "profile_chain": chain,
         "parameters": params.to_dict(),
         "data": os.environ.get("ODEBOOK_DATA", "hub"), "device": device_name(resolve_device()),
-        "precision": rerun.precision(), "processor": processor.describe(), "packages": rerun.environment(PACKAGES),
+        "precision": rerun.precision(), "processor": processor.describe(), "threads": notebook.layout(params),
+        "packages": rerun.environment(PACKAGES),
         "hashes": reports.hashes(root, name, profile), "machine_load": {**machine_load.record(*load), **waiting},
         **({"html_error": html_error} if html_error else {}),
     }

@@ -152,10 +152,12 @@ class Params:
     output_dir: str = spec("", path="writes", operational=True,
                            help="where figures and results go; '' = outputs/interactive/<study>; the runner sets it "
                                 "(a profile file may not)")
-    executor: str = spec("local", choices=("local", "submitit"), operational=True,
+    executor: str = spec("auto", choices=("auto", "local", "workers", "submitit"), operational=True,
                          help="where the study's independent runs go (odebook.training.executor): 'local' = this "
-                              "process (one per GPU on a machine with several); 'submitit' = one job array per look, "
-                              "on SLURM where sbatch is found, else subprocesses of this machine")
+                              "process (one per GPU on a machine with several); 'workers' = side by side in one-thread "
+                              "worker processes, one per usable core; 'auto' = workers on a CPU with several cores for "
+                              "runs of at least 100 steps, else local; 'submitit' = one job array per look, on SLURM "
+                              "where sbatch is found, else subprocesses of this machine")
     executor_folder: str = spec("", path="writes", operational=True,
                                 help="submitit: a folder every node sees, for the jobs' pickles and logs; '' = "
                                      "<checkpoint folder>/jobs")
@@ -234,15 +236,16 @@ class Params:
 
     def ignored_keys(self) -> str:
         """One line naming the executor keys set to other than their defaults that cannot apply to the executor
-        chosen here (submitit's keys under ``executor: local``; SLURM's where no ``sbatch`` is found), else ""."""
+        chosen here (submitit's keys under any other executor; SLURM's where no ``sbatch`` is found), else ""."""
         import shutil
 
-        names = EXECUTOR_KEYS if self.executor == "local" else SLURM_ONLY if shutil.which("sbatch") is None else ()
+        here = self.executor != "submitit"
+        names = EXECUTOR_KEYS if here else SLURM_ONLY if shutil.which("sbatch") is None else ()
         fields = {f.name: f for f in dataclasses.fields(self)}
         changed = [k for k in names if getattr(self, k) != fields[k].default]
         if not changed:
             return ""
-        why = ("with executor: local (set executor: submitit to use them)" if self.executor == "local" else
+        why = (f"with executor: {self.executor} (set executor: submitit to use them)" if here else
                "here: no sbatch is found, so submitit runs the jobs as subprocesses of this machine")
         return f"warning: {', '.join(changed)} ignored {why}"
 

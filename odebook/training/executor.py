@@ -5,6 +5,10 @@ list of jobs and returns their results in order (``run(jobs, precision)``):
 
 - ``Local`` runs them in this process: one after another, or one per GPU at a time on a machine with several
   (odebook.training.spread).
+- ``Workers`` runs them side by side on this machine's CPU cores: a pool of worker processes of one thread each (by
+  default), one job per worker at a time. The studies' steps are small and half element-wise, so two one-thread
+  runs finish more work per minute than one run on two threads (``make bench`` measures it per study); each worker's
+  arithmetic is single-threaded and so the same on every re-run.
 - ``Submitit`` submits them as one job array through submitit: on SLURM where ``sbatch`` is found, else (or with
   ``cluster="local"``) as subprocesses of this machine, all at once, their OpenMP threads waiting passively. It
   waits with a progress bar, gathers the results, and raises ``JobsFailed`` with each failed job's own error once
@@ -19,6 +23,10 @@ torchrun is for one data-parallel job (odebook.training.distributed); this is fo
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
+import multiprocessing
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +37,7 @@ import torch
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.spread import spread
 
-__all__ = ["Executor", "Local", "Submitit", "JobsFailed"]
+__all__ = ["Executor", "Local", "Workers", "Submitit", "JobsFailed", "usable_cores"]
 
 T = TypeVar("T")
 Job = Callable[[Precision], T]
@@ -52,6 +60,92 @@ class Local:
 
     def run(self, jobs: Sequence[Job], precision: Precision) -> list:
         return spread(jobs, precision, self.devices)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which SLURM and containers narrow)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _finished_first(jobs: Sequence[Job], precision: Precision) -> tuple[list, list[int]]:
+    """The results of the jobs already finished (a job's ``finished(precision)``, asked here), and the indices of
+    the others, which must run."""
+    results: list[Any] = [None] * len(jobs)
+    todo = []
+    for i, job in enumerate(jobs):
+        finished = getattr(job, "finished", None)
+        done = finished(precision) if finished else None
+        if done is None:
+            todo.append(i)
+        else:
+            results[i] = done
+    return results, todo
+
+
+def _worker_start(threads: int) -> None:
+    torch.set_num_threads(threads)
+
+
+def _in_a_worker(blob: bytes, device: str, dtype: torch.dtype | None) -> bytes:
+    """What a worker runs: the job (cloudpickled: a notebook's closures travel by value), with the policy of
+    ``device`` as set up in this process (its CPU flags) and the caller's dtype; the result cloudpickled back."""
+    import cloudpickle
+
+    job = cloudpickle.loads(blob)
+    return cloudpickle.dumps(job(dataclasses.replace(precision_for(torch.device(device)), dtype=dtype)))
+
+
+_POOLS: dict[tuple[int, int], Any] = {}  # the worker pools started in this process, kept for its later calls
+
+
+def _pool(processes: int, threads: int):
+    """This process's pool of ``processes`` workers of ``threads`` threads, started (spawned: no thread state is
+    inherited) at its first use and kept: a study calls its executor once per look and per grid, and each start
+    costs seconds of imports."""
+    key = (processes, threads)
+    if key not in _POOLS:
+        context = multiprocessing.get_context("spawn")
+        _POOLS[key] = context.Pool(processes, initializer=_worker_start, initargs=(threads,))
+        atexit.register(_stop, key)
+    return _POOLS[key]
+
+
+def _stop(key: tuple[int, int]) -> None:
+    pool = _POOLS.pop(key, None)
+    if pool is not None:
+        pool.terminate()
+        pool.join()
+
+
+@dataclass(frozen=True)
+class Workers:
+    """Side by side on this machine's CPU: a pool of ``processes`` worker processes of ``threads`` threads each
+    (kept for this process's later calls); one job per worker at a time, the results in the jobs' order. A job
+    finished in its checkpoint is taken here first. A job's error is raised here, with its own traceback as its
+    cause, once the jobs before it have come back, and the workers are stopped, as on an interrupt (Ctrl-C, SIGTERM)."""
+
+    processes: int
+    threads: int = 1
+
+    def describe(self) -> str:
+        return f"{self.processes} worker processes × {self.threads} thread{'s' * (self.threads > 1)}"
+
+    def run(self, jobs: Sequence[Job], precision: Precision) -> list:
+        import cloudpickle
+
+        results, todo = _finished_first(jobs, precision)
+        if not todo:
+            return results
+        pool = _pool(self.processes, self.threads)
+        try:
+            pending = [(i, pool.apply_async(_in_a_worker, (cloudpickle.dumps(jobs[i]), precision.device.type,
+                                                           precision.dtype))) for i in todo]
+            for i, result in pending:
+                results[i] = cloudpickle.loads(result.get())
+        except BaseException:  # a job failed or the caller was interrupted: no worker goes on with the others
+            _stop((self.processes, self.threads))
+            raise
+        return results
 
 
 def _on_the_node(job: Job, device: str) -> Any:
@@ -92,15 +186,7 @@ class Submitit:
         import submitit
         from tqdm.auto import tqdm
 
-        results: list[Any] = [None] * len(jobs)
-        todo = []
-        for i, job in enumerate(jobs):
-            finished = getattr(job, "finished", None)
-            done = finished(precision) if finished else None
-            if done is None:
-                todo.append(i)
-            else:
-                results[i] = done
+        results, todo = _finished_first(jobs, precision)
         if not todo:
             return results
         self.folder.mkdir(parents=True, exist_ok=True)

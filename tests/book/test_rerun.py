@@ -54,7 +54,7 @@ def test_an_unchanged_notebook_is_skipped_in_one_line_and_fresh_runs_it(book, ca
     manifest = json.loads((out / "manifest.json").read_text())
     assert first.ok and not first.skipped and manifest[rerun.KEY_FIELD]["data"]["corpus.txt"]
     assert set(manifest[rerun.KEY_FIELD]) == {"odebook", "notebook", "parameters", "data", "environment", "device",
-                                              "precision", "processor"}
+                                              "precision", "processor", "threads"}
     capsys.readouterr()
     [second] = runner.run_book(book, "smoke")
     printed = capsys.readouterr().out.splitlines()
@@ -116,10 +116,14 @@ def _change_precision(book, monkeypatch):  # the same GPU under a T4's policy (O
                                                     "(ODEBOOK_GPU_POLICY=t4)")
 
 
+def _change_layout(book, monkeypatch):  # the runs side by side in one-thread workers instead of this process
+    monkeypatch.setattr(rerun.notebook, "layout", lambda params: "2 worker processes × 1 thread")
+
+
 @pytest.mark.parametrize("change", [_change_code, _change_parameter, _change_data, _change_package, _change_processor,
-                                    _change_precision],
+                                    _change_precision, _change_layout],
                          ids=["code", "parameter", "data file content", "package version", "processor",
-                              "precision policy"])
+                              "precision policy", "thread layout"])
 def test_a_change_to_code_a_parameter_a_data_file_a_package_or_the_processor_makes_it_run_again(book, monkeypatch,
                                                                                                  change):
     out, params = _published(book)

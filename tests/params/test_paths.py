@@ -71,7 +71,7 @@ def test_executor_keys_that_cannot_apply_here_are_named_in_one_warning(monkeypat
     study = STUDIES["01_gradient_flow"]
     local = study.from_mapping({**_smoke("01_gradient_flow"), "slurm_partition": "gpu", "slurm_time_min": 30},
                                source="x.yaml")
-    assert local.ignored_keys() == ("warning: slurm_time_min, slurm_partition ignored with executor: local (set "
+    assert local.ignored_keys() == ("warning: slurm_time_min, slurm_partition ignored with executor: auto (set "
                                     "executor: submitit to use them)")
     submitit = study.from_mapping({**_smoke("01_gradient_flow"), "executor": "submitit", "slurm_partition": "gpu",
                                    "slurm_time_min": 30}, source="x.yaml")

@@ -1,5 +1,5 @@
-"""The executor of independent runs: submitit's job array gives the runs of the sequential path, a failed job's own
-error reaches the caller, and a finished run is not resubmitted."""
+"""The executor of independent runs: one-thread workers side by side and submitit's job array give the runs of the
+sequential path, a failed job's own error reaches the caller, and a finished run is not resubmitted."""
 
 import json
 import os
@@ -17,7 +17,7 @@ from odebook.models import lm as models
 from odebook.params import STUDIES
 from odebook.study.experiment import run_seeds, tune_lr
 from odebook.study.task import lm_task
-from odebook.training.executor import JobsFailed, Local, Submitit
+from odebook.training.executor import JobsFailed, Local, Submitit, Workers, usable_cores
 from odebook.training.runtime import precision_for
 from odebook.training.train import TrainConfig
 
@@ -91,11 +91,59 @@ def test_a_finished_run_is_not_resubmitted(tmp_path):
     assert again[0].history.loss == first[0].history.loss and not (tmp_path / "jobs2").exists()
 
 
-def test_the_parameters_choose_the_executor(tmp_path):
-    """'local' is this process; 'submitit' carries the SLURM options, the device each node resolves, and keeps its
-    jobs beside the checkpoints unless a shared folder is named."""
+def test_workers_side_by_side_give_the_runs_of_one_thread_in_this_process_and_again_on_a_rerun():
+    """Two seeds of two models in two one-thread workers: the runs of the sequential path on one thread here, bit
+    for bit, in the same order, their models back here; a second call gives the same numbers again; the grid
+    chooses as the sequential one, a diverging rate still infinite."""
+    builders = {"a": tiny, "b": lambda: models.gpt(vocab_size=20, d_model=8, n_layer=2, n_head=2, max_seq_len=8)}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        here = run_seeds(builders, TASK, CONFIG, CPU, seeds=[0, 1], progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    for _ in range(2):
+        there = run_seeds(builders, TASK, CONFIG, CPU, seeds=[0, 1], progress=False, executor=Workers(2))
+        assert [(r.model, r.seed) for r in there] == [(r.model, r.seed) for r in here]
+        for t, h in zip(there, here):
+            assert t.history.loss == h.history.loss and t.test_loss == h.test_loss and t.origin == "trained"
+            for (name, w), w_h in zip(t.module.state_dict().items(), h.module.state_dict().values()):
+                assert w.device == w_h.device and torch.equal(w, w_h), name
+    grid = tune_lr({"a": tiny}, TASK, CONFIG, CPU, lrs=[1e-3, 1e30], seed=0, progress=False, executor=Workers(2))
+    assert grid[0] == {"a": 1e-3} and grid[1].loc["a", 1e30] == float("inf")
+
+
+def test_a_workers_jobs_own_error_reaches_the_caller_and_each_worker_has_one_thread():
+    with pytest.raises(ValueError, match="this builder fails on the node"):
+        run_seeds({"a": tiny, "broken": broken}, TASK, CONFIG, CPU, seeds=[0], progress=False, executor=Workers(2))
+    assert Workers(2).run([lambda prec: (torch.get_num_threads(), str(prec.device))] * 3, CPU) == [(1, "cpu")] * 3
+
+
+def test_a_finished_run_is_not_given_to_a_worker(tmp_path, monkeypatch):
+    options = dict(seeds=[0], progress=False, checkpoints=tmp_path / "ckpt", key={"test": 1}, executor=Workers(2))
+    first = run_seeds({"a": tiny}, TASK, CONFIG, CPU, **options)
+    monkeypatch.setattr("odebook.training.executor._pool", None)  # no worker may be asked
+    again = run_seeds({"a": tiny}, TASK, CONFIG, CPU, **options)
+    assert [r.origin for r in first] == ["trained"] and [r.origin for r in again] == ["reused"]
+    assert again[0].history.loss == first[0].history.loss
+
+
+def test_the_parameters_choose_the_executor(tmp_path, monkeypatch):
+    """'auto' is one-thread workers, one per usable core, on a CPU with several for runs long enough to pay for
+    them, else this process; 'local' is
+    this process; 'submitit' carries the SLURM options, the device each node resolves, and keeps its jobs beside
+    the checkpoints unless a shared folder is named. The layout is said in words."""
     schema = STUDIES["01_gradient_flow"]
+    cores = usable_cores()
+    assert notebook.executor(schema(), tmp_path) == (Workers(cores) if cores > 1 else Local())
+    assert isinstance(notebook.executor(schema(steps=notebook.SIDE_BY_SIDE_STEPS - 1), tmp_path), Local)
+    assert notebook.executor(schema(executor="workers"), tmp_path) == Workers(cores)
+    assert isinstance(notebook.executor(schema(executor="local"), tmp_path), Local)
+    monkeypatch.setattr("odebook.book.notebook.usable_cores", lambda: 1)
     assert isinstance(notebook.executor(schema(), tmp_path), Local)
+    monkeypatch.setattr("odebook.book.notebook.usable_cores", lambda: 2)
+    assert notebook.layout(schema()) == "2 worker processes × 1 thread"
+    assert notebook.layout(schema(executor="local")) == f"this process × {torch.get_num_threads()} threads"
     p = schema(executor="submitit", slurm_partition="gpu", slurm_time_min=30, slurm_gpus_per_job=2,
                slurm_array_parallelism=4, checkpoint_dir=str(tmp_path / "ck"))
     ex = notebook.executor(p, tmp_path)

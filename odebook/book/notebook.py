@@ -23,7 +23,8 @@ from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.study.stats import Verdict
 
 __all__ = ["start", "inline_figures", "output_dir", "checkpointing", "checkpoint_folder", "batch_shape", "run_options",
-           "executor", "layout", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts", "repo_root", "to_jsonable"]
+           "executor", "layout", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts",
+           "repo_root", "to_jsonable"]
 
 
 def start(schema: type[Params], namespace: Mapping[str, Any]) -> tuple[Params, Path, Precision]:
@@ -106,9 +107,8 @@ SIDE_BY_SIDE_STEPS = 100
 def executor(params: Params, out: Path) -> Local | Workers | Submitit:
     """The executor the parameters name (odebook.training.executor): ``Local()``; ``Workers`` of one thread, one per
     usable core (``auto`` chooses them where the runs are on a CPU with several cores and train at least
-    SIDE_BY_SIDE_STEPS steps); or ``Submitit`` with the
-    SLURM options, its jobs' folder ``executor_folder`` (else <checkpoint folder>/jobs) and the parameters' device,
-    which each job resolves on its own node."""
+    SIDE_BY_SIDE_STEPS steps); or ``Submitit`` with the SLURM options, its jobs' folder ``executor_folder`` (else
+    <checkpoint folder>/jobs) and the parameters' device, which each job resolves on its own node."""
     cores = usable_cores()
     side_by_side = (cores > 1 and resolve_device(params.device).type == "cpu"
                     and getattr(params, "steps", 0) >= SIDE_BY_SIDE_STEPS)

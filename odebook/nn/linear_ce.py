@@ -25,7 +25,7 @@ from odebook.nn import gemm
 __all__ = ["linear_cross_entropy", "linear_cross_entropy_reference", "IGNORE_INDEX", "SLICE_ELEMENTS"]
 
 IGNORE_INDEX = -100  # targets equal to this are padding: they count neither in the loss nor in the mean
-SLICE_ELEMENTS = 2**26  # most logits a slice (256 MB in fp32); 2,048 tokens of GPT-2's 50,304 columns: 2 slices of 1,024
+SLICE_ELEMENTS = 2**26  # most logits a slice (256 MB in fp32): 2,048 tokens of GPT-2 × 50,304 columns: 2 slices of 1024
 UNDERFLOW = 1e-30  # target probabilities below this get their loss from a log-sum-exp (see _token_loss)
 
 

@@ -83,6 +83,7 @@ def _finished_first(jobs: Sequence[Job], precision: Precision) -> tuple[list, li
 
 
 def _worker_start(threads: int) -> None:
+    """A worker's first act: its thread count, before any parallel work."""
     torch.set_num_threads(threads)
 
 
@@ -122,7 +123,7 @@ class Workers:
     """Side by side on this machine's CPU: a pool of ``processes`` worker processes of ``threads`` threads each
     (kept for this process's later calls); one job per worker at a time, the results in the jobs' order. A job
     finished in its checkpoint is taken here first. A job's error is raised here, with its own traceback as its
-    cause, once the jobs before it have come back, and the workers are stopped, as on an interrupt (Ctrl-C, SIGTERM)."""
+    cause, once the jobs before it have come back; then, as on an interrupt (Ctrl-C, SIGTERM), the workers stop."""
 
     processes: int
     threads: int = 1

@@ -27,6 +27,8 @@ import atexit
 import dataclasses
 import multiprocessing
 import os
+import tempfile
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,12 +89,19 @@ def _worker_start(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def _in_a_worker(blob: bytes, device: str, dtype: torch.dtype | None) -> bytes:
-    """What a worker runs: the job (cloudpickled: a notebook's closures travel by value), with the policy of
-    ``device`` as set up in this process (its CPU flags) and the caller's dtype; the result cloudpickled back."""
+_LOADED: dict[tuple[str, str], list] = {}  # in a worker: the jobs of the call it serves, read once from their file
+
+
+def _in_a_worker(path: str, call: str, index: int, device: str, dtype: torch.dtype | None) -> bytes:
+    """What a worker runs: job ``index`` of the jobs in ``path`` (read once per call: what the jobs share, such as
+    a task's token tensors, is stored and read once, not once per job), with the policy of ``device`` as set up in
+    this process (its CPU flags) and the caller's dtype; the result cloudpickled back."""
     import cloudpickle
 
-    job = cloudpickle.loads(blob)
+    if (path, call) not in _LOADED:  # a call of its own (a later file may reuse a name)
+        _LOADED.clear()
+        _LOADED[path, call] = cloudpickle.loads(Path(path).read_bytes())
+    job = _LOADED[path, call][index]
     return cloudpickle.dumps(job(dataclasses.replace(precision_for(torch.device(device)), dtype=dtype)))
 
 
@@ -138,14 +147,19 @@ class Workers:
         if not todo:
             return results
         pool = _pool(self.processes, self.threads)
-        try:
-            pending = [(i, pool.apply_async(_in_a_worker, (cloudpickle.dumps(jobs[i]), precision.device.type,
-                                                           precision.dtype))) for i in todo]
-            for i, result in pending:
-                results[i] = cloudpickle.loads(result.get())
-        except BaseException:  # a job failed or the caller was interrupted: no worker goes on with the others
-            _stop((self.processes, self.threads))
-            raise
+        # the jobs in one pickle (cloudpickle: a notebook's closures travel by value), each shared object once
+        with tempfile.NamedTemporaryFile(prefix="odebook-jobs-", suffix=".pkl") as file:
+            file.write(cloudpickle.dumps([jobs[i] for i in todo]))
+            file.flush()
+            try:
+                call = uuid.uuid4().hex
+                pending = [(i, pool.apply_async(_in_a_worker, (file.name, call, n, precision.device.type,
+                                                               precision.dtype))) for n, i in enumerate(todo)]
+                for i, result in pending:
+                    results[i] = cloudpickle.loads(result.get())
+            except BaseException:  # a job failed or the caller was interrupted: no worker goes on with the others
+                _stop((self.processes, self.threads))
+                raise
         return results
 
 

@@ -178,7 +178,7 @@ class Submitit:
     device: str = "auto"
     cluster: str | None = None
     partition: str = ""
-    time_min: int = 60
+    time_min: int = 120  # the schema's slurm_time_min (a test holds the two defaults together)
     gpus_per_job: int = 0  # none asked unless the profile says so: a CPU partition refuses a GPU request
     array_parallelism: int = 16
     poll_s: float = 2.0

@@ -91,6 +91,13 @@ def test_a_finished_run_is_not_resubmitted(tmp_path):
     assert again[0].history.loss == first[0].history.loss and not (tmp_path / "jobs2").exists()
 
 
+def test_submitits_own_defaults_are_the_schemas():
+    """A Submitit built without the parameters (a script's) asks what a notebook's defaults ask."""
+    p, ex = STUDIES["01_gradient_flow"](), Submitit(Path("jobs"))
+    assert (ex.partition, ex.time_min, ex.gpus_per_job, ex.array_parallelism) == (
+        p.slurm_partition, p.slurm_time_min, p.slurm_gpus_per_job, p.slurm_array_parallelism)
+
+
 def test_workers_side_by_side_give_the_runs_of_one_thread_in_this_process_and_again_on_a_rerun():
     """Two seeds of two models in two one-thread workers: the runs of the sequential path on one thread here, bit
     for bit, in the same order, their models back here; a second call gives the same numbers again; the grid

@@ -15,6 +15,10 @@ The memory: the largest training step (odebook.study.measure.peak_memory: activa
 fp32 on the CPU) plus its model's weights and Adam's two moments (12 bytes a parameter). fp16 autocast on a T4 keeps
 the weights and their state in fp32 and halves most activations: the fp32 figure bounds the T4's.
 
+Where a study's runs go side by side (odebook.training.executor.Workers: ``executor: auto`` on a CPU with several
+cores), the runs' steps are probed on one thread and their time divided by the workers, plus one more start-up for
+the workers' imports.
+
 The probes are kept per processor, device, package code, torch and parameters in the profile's outputs folder
 (``PROBES``), so an unchanged re-run of a notebook estimates without probing.
 
@@ -33,7 +37,6 @@ import dataclasses
 import functools
 import hashlib
 import itertools
-import json
 import math
 import os
 import resource
@@ -48,13 +51,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from odebook.book import processor, workload
+from odebook.book import calibration, notebook, processor, workload
+from odebook.book.calibration import CALIBRATION, calibrated, record
 from odebook.params import Params
 from odebook.study.flops import count_flops
 from odebook.study.measure import peak_memory
-from odebook.book.workload import PLANS, Runs, Work, plan
+from odebook.book.workload import EXECUTED, PLANS, Runs, Work, plan
 from odebook.training.fingerprint import arithmetic
 from odebook.training import checkpoint
+from odebook.training.executor import Workers
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
 
@@ -201,23 +206,24 @@ def estimate(params: Params, precision: Precision) -> Budget:
     largest training step's memory; add the start-up allowance. A training step torch cannot count is timed by its
     forward pass's FLOPs at the rate of its family's largest such step, probed itself."""
     counted = [(runs, work, *flops) for runs, work, flops in _counted(plan(params), precision, train_only=False)]
-    rate = {}  # (family, countable) -> FLOPs a second of its largest training step
-    for key in dict.fromkeys((r.family, not math.isnan(f)) for r, w, f, _ in counted if w.train):
-        runs, work, _, scale = max(((r, w, f, m) for r, w, f, m in counted
-                                    if w.train and (r.family, not math.isnan(f)) == key), key=lambda c: c[3])
-        rate[key] = scale / _seconds(runs.build, work, precision)
-    typical = statistics.median([v for (_, countable), v in rate.items() if countable] or rate.values())
+    ex = notebook.executor(params, Path())
+    workers = ex.processes if isinstance(ex, Workers) else 1  # the runs' parts go side by side, each on one thread
+    rates = {threads: _rates(counted, precision, threads) for threads in {None, 1 if workers > 1 else None}}
     every, setup = [r for r in {id(r): r for r, *_ in counted}.values() if r.setup], {}
     for runs in every:  # seconds a run spends before its first step
         if id(runs.build) not in setup:
-            setup[id(runs.build)] = _setup(runs, precision)
+            setup[id(runs.build)] = _setup(runs, precision) / (workers if runs.part in EXECUTED else 1)
     share = _cpu_share()
     parts = collections.Counter({"start-up (kernel, imports, data, tables, figures)": start_up() / share,
                                  "building models": sum(r.count * setup[id(r.build)] for r in every)})
+    if workers > 1:
+        parts["starting the workers"] = start_up() / share
     total_flops = 0.0
     seed_seconds = sum(setup[id(r.build)] for r in every if r.per_seed)
     for runs, work, flops, scale in counted:
-        one = scale / rate.get((runs.family, not math.isnan(flops)), typical)
+        side = workers > 1 and runs.part in EXECUTED
+        rate, typical = rates[1 if side else None]
+        one = scale / rate.get((runs.family, not math.isnan(flops)), typical) / (workers if side else 1)
         total_flops += runs.count * work.n * (flops if not math.isnan(flops) else one * typical)  # at the typical rate
         parts[f"{runs.part}: {'training' if work.train else 'evaluation'}"] += runs.count * work.n * one
         seed_seconds += work.n * one if runs.per_seed else 0.0
@@ -225,6 +231,22 @@ def estimate(params: Params, precision: Precision) -> Budget:
     return Budget(params.study, sum(parts.values()), total_flops, peak, largest, precision.device.type, share,
                   tuple(parts.most_common()), seed_seconds, params.n_seeds,
                   defaults=arithmetic(params) == arithmetic(type(params)()))
+
+
+def _rates(counted: list, precision: Precision, threads: int | None) -> tuple[dict, float]:
+    """FLOPs a second of each (family, countable) kind's largest training step, probed on ``threads`` threads (None:
+    this process's), and their median over the countable kinds."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        rate = {}
+        for key in dict.fromkeys((r.family, not math.isnan(f)) for r, w, f, _ in counted if w.train):
+            runs, work, _, scale = max(((r, w, f, m) for r, w, f, m in counted
+                                        if w.train and (r.family, not math.isnan(f)) == key), key=lambda c: c[3])
+            rate[key] = scale / _seconds(runs.build, work, precision)
+    finally:
+        torch.set_num_threads(before)
+    return rate, statistics.median([v for (_, countable), v in rate.items() if countable] or rate.values())
 
 
 def _peak(runs: Runs, work: Work, precision: Precision) -> tuple[int, str]:
@@ -259,44 +281,6 @@ def _counted(plan_: list[Runs], precision: Precision, train_only: bool) -> list[
     return out
 
 
-# -- calibration: what this processor took for a study's earlier runs, over what was estimated -------------------
-CALIBRATION = ".budget-calibration.json"  # in a profile's outputs folder: {processor: {study: [ratios]}}
-KEEP = 5  # the latest ratios a factor is the median of
-
-
-def calibrated(budget: Budget, folder: Path) -> Budget:
-    """``budget`` scaled by the median of the last ``KEEP`` measured-over-estimated ratios of its study's runs on
-    this processor recorded in ``folder`` (``record``); as it is where there are none."""
-    ratios = _kept(folder / CALIBRATION).get(processor.describe(), {}).get(budget.study, [])
-    return dataclasses.replace(budget, factor=statistics.median(ratios), calibrations=len(ratios)) if ratios else budget
-
-
-def record(folder: Path, budget: Budget, seconds: float) -> None:
-    """Keep a finished run's measured ``seconds`` over its uncalibrated estimate, for this processor and study."""
-    table = _kept(folder / CALIBRATION)
-    ratios = table.setdefault(processor.describe(), {}).setdefault(budget.study, [])
-    ratios[:] = (ratios + [round(seconds / budget.seconds, 4)])[-KEEP:]
-    _keep(folder / CALIBRATION, table)
-
-
-def _kept(path: Path) -> dict:
-    """A JSON record the budget keeps in the outputs folder (calibrations, probes); {} where there is none yet or it
-    is damaged: it is started again."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _keep(path: Path, table: dict) -> None:
-    """Write a record ``_kept`` reads, whole or not at all (a temporary file renamed over it): notebooks of one
-    profile run side by side, and one must never read another's half-written record."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(table, indent=1))
-    os.replace(tmp, path)
-
-
 PROBES = ".budget-probes.json"  # in a profile's outputs folder: estimates by what they were measured from
 
 
@@ -304,13 +288,14 @@ def _probed(params: Params, precision: Precision, folder: Path) -> Budget:
     """``estimate``, made once per processor, device, package code, torch and parameters and kept in ``folder``
     (an estimate made on a busy machine is not kept): an unchanged re-run costs no probe."""
     key = checkpoint.fingerprint(processor=processor.describe(), precision=str(precision), torch=torch.__version__,
-                                 estimator=_estimator_hash(), study=params.study, parameters=arithmetic(params))
-    kept = _kept(folder / PROBES)
+                                 estimator=_estimator_hash(), study=params.study, parameters=arithmetic(params),
+                                 threads=notebook.layout(params))
+    kept = calibration.kept(folder / PROBES)
     if key in kept:
         return Budget(**{**kept[key], "parts": tuple(map(tuple, kept[key]["parts"]))})
     made = estimate(params, precision)
     if made.share >= BUSY:
-        _keep(folder / PROBES, {**kept, key: dataclasses.asdict(made)})
+        calibration.keep(folder / PROBES, {**kept, key: dataclasses.asdict(made)})
     return made
 
 

@@ -32,6 +32,7 @@ from odebook.study.retrieval import ABLATIONS
 __all__ = ["Work", "Runs", "PLANS", "plan", "evaluations"]
 
 SEEDED = ("seeds", "MQAR", "name-colour", "re-solving")  # the parts whose runs come once per seed
+EXECUTED = ("seeds", "lr grid", "MQAR", "name-colour")  # the parts run as an executor's jobs (experiment.run_seeds)
 SCORE_BATCH = 50  # examples per forward pass of retrieval scoring (odebook.study.retrieval.score_rows)
 
 
@@ -159,7 +160,8 @@ def _mqar(p: Params) -> list[Runs]:
 
     forwards = (evaluations(p.mqar_steps, p.eval_interval) + len(p.mqar_eval_ks) + 1) * p.mqar_eval_batches
     work = (Work(p.mqar_steps, batch), Work(forwards, batch, train=False))
-    arms = [("gdn", p.mqar_config(d).build) for d in p.mqar_d] + [("swa", p.mqar_config(p.mqar_d[0], control=True).build)]
+    arms = ([("gdn", p.mqar_config(d).build) for d in p.mqar_d]
+            + [("swa", p.mqar_config(p.mqar_d[0], control=True).build)])
     return [Runs(family, build, p.n_seeds, work, part="MQAR") for family, build in arms]
 
 

@@ -176,6 +176,29 @@ def test_the_estimate_breaks_down_by_part_and_says_what_one_more_seed_costs(root
     assert b.seeds_within(b.seconds - 0.99 * b.seed_seconds) == b.n_seeds - 1
 
 
+def test_runs_side_by_side_are_probed_on_one_thread_and_shared_among_the_workers(root, monkeypatch):
+    """Where the runs go to two one-thread workers, the seeds' and the grid's training is probed on one thread (here
+    made 1.5× slower than on this process's threads) and its time halved; the workers' start is a part of its own;
+    what runs in the notebook's process keeps its probe."""
+    from odebook.book import notebook
+    from odebook.training.executor import Local, Workers
+
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(budget, "_seconds", lambda build, work, precision: 1.5 if torch.get_num_threads() == 1 else 1)
+    monkeypatch.setattr(budget, "_setup", lambda runs, precision: 0.2)
+    monkeypatch.setattr(budget, "_cpu_share", lambda: 1.0)
+    p = params("smoke", "02_time_indexed")
+    parts = {}
+    for ex in (Local(), Workers(2)):
+        monkeypatch.setattr(notebook, "executor", lambda params, out, ex=ex: ex)
+        parts[ex] = dict(budget.estimate(p, CPU).parts)
+    here, side = parts[Local()], parts[Workers(2)]
+    for part in ("seeds: training", "lr grid: training"):
+        assert side[part] == pytest.approx(here[part] * 1.5 / 2)
+    assert side["building models"] == pytest.approx(here["building models"] / 2)
+    assert side["starting the workers"] > 0 and "starting the workers" not in here
+
+
 def test_busy_cores_counts_what_the_machine_did_while_this_process_slept(tmp_path, monkeypatch):
     stat = tmp_path / "stat"
     samples = iter(["cpu  100 0 50 1000 0 0 0 0 0 0\n", "cpu  250 0 100 1200 0 0 0 0 0 0\n"])

@@ -223,8 +223,9 @@ def estimate(params: Params, precision: Precision) -> Budget:
     for runs, work, flops, scale in counted:
         side = workers > 1 and runs.part in EXECUTED
         rate, typical = rates[1 if side else None]
-        one = scale / rate.get((runs.family, not math.isnan(flops)), typical) / (workers if side else 1)
+        one = scale / rate.get((runs.family, not math.isnan(flops)), typical)  # a pass's seconds on its threads
         total_flops += runs.count * work.n * (flops if not math.isnan(flops) else one * typical)  # at the typical rate
+        one /= workers if side else 1  # side by side: the workers share the passes
         parts[f"{runs.part}: {'training' if work.train else 'evaluation'}"] += runs.count * work.n * one
         seed_seconds += work.n * one if runs.per_seed else 0.0
     peak, largest = _peak(*max(((r, w, m) for r, w, f, m in counted if w.train), key=lambda c: c[2])[:2], precision)

@@ -74,10 +74,12 @@ def checkpointing(params: Params, out: Path) -> dict[str, Any]:
     """The checkpoint arguments of ``experiment.run_seeds`` for a study: the folder (``checkpoint_dir``, else
     <out>/checkpoints), ``fresh``, and the parameters that make up each run's key (all but where outputs go, which
     seeds, and logging) with the content hashes of its data files (odebook.training.fingerprint.run_key). Empty when
-    ``checkpoint_interval`` is 0: nothing is stored then."""
+    ``checkpoint_interval`` is 0: nothing is stored then. The key holds the runs' layout over processes and threads
+    (``layout``): a run stored under one is not reused under another, whose sums go in another order."""
     if not getattr(params, "checkpoint_interval", 0):
         return {}
-    return {"checkpoints": checkpoint_folder(params, out), "fresh": params.fresh, "key": run_key(params)}
+    return {"checkpoints": checkpoint_folder(params, out), "fresh": params.fresh,
+            "key": {**run_key(params), "threads": layout(params)}}
 
 
 def checkpoint_folder(params: Params, out: Path) -> Path:

@@ -91,6 +91,16 @@ def test_a_finished_run_is_not_resubmitted(tmp_path):
     assert again[0].history.loss == first[0].history.loss and not (tmp_path / "jobs2").exists()
 
 
+def test_a_run_stored_under_one_layout_is_not_reused_under_another(tmp_path, monkeypatch):
+    schema = STUDIES["01_gradient_flow"]
+    p = schema(checkpoint_interval=10)
+    monkeypatch.setattr("odebook.book.notebook.usable_cores", lambda: 2)
+    side, here = (notebook.checkpointing(p, tmp_path)["key"],
+                  notebook.checkpointing(schema(checkpoint_interval=10, executor="local"), tmp_path)["key"])
+    assert side["threads"] == "2 worker processes × 1 thread" and here["threads"].startswith("this process")
+    assert {k: v for k, v in side.items() if k != "threads"} == {k: v for k, v in here.items() if k != "threads"}
+
+
 def test_submitits_own_defaults_are_the_schemas():
     """A Submitit built without the parameters (a script's) asks what a notebook's defaults ask."""
     p, ex = STUDIES["01_gradient_flow"](), Submitit(Path("jobs"))

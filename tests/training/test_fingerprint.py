@@ -123,7 +123,8 @@ def test_a_notebooks_run_key_holds_its_arithmetic_and_its_data_files_content(roo
     values = yaml.safe_load((root / "params" / "smoke" / "01_gradient_flow.yaml").read_text())
     p = STUDIES["01_gradient_flow"].from_mapping({**values, "checkpoint_interval": 2}, source="x.yaml")
     key = notebook.checkpointing(p, tmp_path)["key"]
-    assert key == run_key(p) and key["batch_size"] == 4 and key["study"] == "01_gradient_flow"
+    assert key == {**run_key(p), "threads": notebook.layout(p)} and key["batch_size"] == 4
+    assert key["study"] == "01_gradient_flow"
     assert not {"output_dir", "checkpoint_dir", "fresh", "seed"} & set(key)
     assert set(key["data"]) == {"wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens"}  # bytes: no tiktoken
     assert all(len(h) == 64 for h in key["data"].values())

@@ -24,6 +24,7 @@ beside the figures; another process on the machine inflates them all.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -37,19 +38,27 @@ STUDIES = ("01_gradient_flow", "02_time_indexed", "03_gdn_scaling", "04_mixed_tr
 OMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
+@functools.lru_cache(maxsize=None)
+def largest_run(study: str) -> tuple:
+    """The runs of ``study``'s cpu plan that train the most steps, and their training work (odebook.book.workload)."""
+    from odebook.book.budget import plan
+    from odebook.params import validate_values
+
+    params = validate_values(study, f"params/cpu/{study}.yaml")[0]
+    runs = max(plan(params), key=lambda r: r.steps)
+    return runs, next(w for w in runs.work if w.train)
+
+
 def _largest_step(study: str) -> tuple:
     """The largest training step of ``study``'s cpu plan, built in this process: (its runs, the model, its FLOPs —
     NaN where torch cannot count them — and the step as ``training_step`` takes it)."""
     import torch
 
-    from odebook.book.budget import pass_flops, plan
-    from odebook.params import validate_values
+    from odebook.book.budget import pass_flops
     from odebook.study.timing import training_step
     from odebook.training.runtime import Precision
 
-    params = validate_values(study, f"params/cpu/{study}.yaml")[0]
-    runs = max(plan(params), key=lambda r: r.steps)
-    work = next(w for w in runs.work if w.train)
+    runs, work = largest_run(study)
     torch.manual_seed(0)
     model, batch = runs.build(), work.batch()
     flops = pass_flops(model, work, Precision(torch.device("cpu"), None))

@@ -14,41 +14,29 @@ the figures.
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import statistics
 import time
 
 import torch
 
-STUDIES = ("01_gradient_flow", "02_time_indexed", "03_gdn_scaling", "04_mixed_training", "05_ode_solvers")
-
-
-@functools.lru_cache(maxsize=None)
-def _largest_run(study: str):
-    from odebook.book.budget import plan
-    from odebook.params import validate_values
-
-    params = validate_values(study, f"params/cpu/{study}.yaml")[0]
-    runs = max(plan(params), key=lambda r: r.steps)
-    return runs, next(w for w in runs.work if w.train)
+from benchmarks.cpu_profile import STUDIES, largest_run
 
 
 class SeedRun:
-    """One seed-run of ``study`` (module docstring) as a job of an executor; returns its last loss."""
+    """One seed-run of ``study`` (module docstring) as a job of an executor; only its time counts."""
 
     def __init__(self, study: str, steps: int, seed: int):
         self.study, self.steps, self.seed = study, steps, seed
 
-    def __call__(self, precision) -> float:
+    def __call__(self, precision) -> None:
         from odebook.study.timing import training_step
 
-        runs, work = _largest_run(self.study)
+        runs, work = largest_run(self.study)
         torch.manual_seed(self.seed)
         step = training_step(runs.build(), work.batch(), work.loss)
         for _ in range(self.steps):
             step()
-        return float(self.seed)
 
 
 def compare(study: str, steps: int, rounds: int, cores: int) -> dict:
@@ -59,7 +47,7 @@ def compare(study: str, steps: int, rounds: int, cores: int) -> dict:
     cpu = precision_for(torch.device("cpu"))
     jobs = [SeedRun(study, steps, seed) for seed in range(cores)]
     ways = {"today": Local(), "side by side": Workers(cores)}
-    ways["side by side"].run(jobs[:cores], cpu)  # the pool started and the workers' imports done
+    ways["side by side"].run(jobs, cpu)  # the pool started and the workers' imports done
     jobs[0](cpu)  # this process's first-call costs, likewise
     times: dict[str, list[float]] = {w: [] for w in ways}
     for r in range(rounds):
@@ -68,8 +56,7 @@ def compare(study: str, steps: int, rounds: int, cores: int) -> dict:
             ways[name].run(jobs, cpu)
             times[name].append(time.perf_counter() - t0)
     today, side = statistics.median(times["today"]), statistics.median(times["side by side"])
-    runs_family, _ = _largest_run(study)
-    return {"study": study, "family": runs_family.family, "seed-runs": cores, "steps": steps,
+    return {"study": study, "family": largest_run(study)[0].family, "seed-runs": cores, "steps": steps,
             "today s": today, "side by side s": side, "today runs/min": 60 * cores / today,
             "side by side runs/min": 60 * cores / side, "ratio": today / side}
 

@@ -208,7 +208,9 @@ def estimate(params: Params, precision: Precision) -> Budget:
     counted = [(runs, work, *flops) for runs, work, flops in _counted(plan(params), precision, train_only=False)]
     ex = notebook.executor(params, Path())
     workers = ex.processes if isinstance(ex, Workers) else 1  # the runs' parts go side by side, each on one thread
-    rates = {threads: _rates(counted, precision, threads) for threads in {None, 1 if workers > 1 else None}}
+    rates = {None: _rates(counted, precision, None)}  # on this process's threads; side by side, on one as well
+    if workers > 1:
+        rates[1] = _rates(counted, precision, 1)
     every, setup = [r for r in {id(r): r for r, *_ in counted}.values() if r.setup], {}
     for runs in every:  # seconds a run spends before its first step
         if id(runs.build) not in setup:

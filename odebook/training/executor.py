@@ -89,7 +89,7 @@ def _worker_start(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-_LOADED: dict[tuple[str, str], list] = {}  # in a worker: the jobs of the call it serves, read once from their file
+_LOADED: dict[str, list] = {}  # in a worker: the jobs of the call it serves (by the call's id), read once
 
 
 def _in_a_worker(path: str, call: str, index: int, device: str, dtype: torch.dtype | None) -> bytes:
@@ -98,10 +98,10 @@ def _in_a_worker(path: str, call: str, index: int, device: str, dtype: torch.dty
     this process (its CPU flags) and the caller's dtype; the result cloudpickled back."""
     import cloudpickle
 
-    if (path, call) not in _LOADED:  # a call of its own (a later file may reuse a name)
+    if call not in _LOADED:  # keyed by the call, not the path: a later call's file may reuse a name
         _LOADED.clear()
-        _LOADED[path, call] = cloudpickle.loads(Path(path).read_bytes())
-    job = _LOADED[path, call][index]
+        _LOADED[call] = cloudpickle.loads(Path(path).read_bytes())
+    job = _LOADED[call][index]
     return cloudpickle.dumps(job(dataclasses.replace(precision_for(torch.device(device)), dtype=dtype)))
 
 

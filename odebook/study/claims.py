@@ -19,6 +19,11 @@ sequence per comparison) into verdicts:
   with the gate's estimate, p and seeds, and leaves its family.
 - descriptive — the estimate and its interval, no test.
 
+A claim's **negative control** (``negative_control``) is the claim's own test, at its margin, on a case built to
+fail — an arm that cannot do the work, a model with the tested part switched off — and should come out "not held".
+Its name begins "negative control:"; it rests on the claim's gates and is settled alone at α, outside every family
+(unadjusted: the strictest reading for a control). One that holds shows a test blind to the claimed effect.
+
 Holm's correction runs over the primary claims only; secondary claims get their own Holm family. The held and the
 not-held sides are each corrected over the family. A compound claim (``parts``: several comparisons that must all
 hold, "beats both Tong and the standard model") is an intersection–union test: its p is the largest of its parts',
@@ -40,8 +45,8 @@ from scipy import stats as sps
 from odebook.study import power as pw
 from odebook.study.stats import NEEDS, Interval, Verdict, holm, mean_ci
 
-__all__ = ["KINDS", "DIRECTIONS", "Claim", "PartTest", "p_values", "part_test", "seeds_needed", "Settled", "settle",
-           "declaration", "paired"]
+__all__ = ["KINDS", "DIRECTIONS", "Claim", "negative_control", "PartTest", "p_values", "part_test", "seeds_needed",
+           "Settled", "settle", "declaration", "paired"]
 
 KINDS = ("superiority", "equivalence", "non-inferiority", "gate", "descriptive")
 DIRECTIONS = ("lower", "higher", "two-sided")
@@ -63,6 +68,7 @@ class Claim:
     rests_on: tuple[str, ...] = ()
     parts: tuple[str, ...] = ()
     alpha: float | None = None  # a gate's own level (None: the study's)
+    controls: str = ""  # a negative control: the name of the claim whose test it repeats on a case built to fail
 
     def __post_init__(self):
         where = f"claim {self.name!r}"
@@ -77,6 +83,10 @@ class Claim:
         if self.alpha is not None and (self.kind != "gate" or not 0 < self.alpha < 0.5):
             raise ValueError(f"{where}: only a gate declares its own alpha, in (0, 0.5); got {self.alpha!r} on a "
                              f"{self.kind} claim")
+
+        if self.controls and (self.kind not in TESTED or not self.name.startswith("negative control:")):
+            raise ValueError(f"{where}: a negative control repeats a tested claim and its name begins 'negative "
+                             f"control:'; got a {self.kind} claim controlling {self.controls!r}")
 
     @property
     def comparisons(self) -> tuple[str, ...]:
@@ -113,6 +123,16 @@ class Claim:
                         + (f", at its own α = {self.alpha:g}" if self.alpha is not None else ""),
                 "descriptive": "descriptive"}[self.kind]
         return text + (f"; all of {len(self.parts)} comparisons (intersection–union)" if len(self.parts) > 1 else "")
+
+
+def negative_control(claim: Claim, comparison: str, what: str) -> Claim:
+    """``claim``'s test, at its margin and on its side, on ``comparison`` (a case built to fail), named
+    "negative control: ``what``"."""
+    if claim.kind not in TESTED:
+        raise ValueError(f"claim {claim.name!r}: only a tested claim has a negative control (it controls a test), "
+                         f"not a {claim.kind}")
+    return Claim(f"negative control: {what}", claim.kind, claim.margin, claim.direction, claim.units, primary=False,
+                 rests_on=claim.rests_on, parts=(comparison,), controls=claim.name)
 
 
 def paired(a: Sequence[float], b: Sequence[float], *, log: bool = False) -> np.ndarray:
@@ -184,29 +204,14 @@ def part_test(claim: Claim, d: Sequence[float]) -> PartTest:
     return PartTest(mean_ci(d), sd, float(p_hold), float(p_fail), hold_sides, fail_sides)
 
 
-def _needs(claim: Claim, t: PartTest, alpha: float, target: float) -> tuple[int | None, int | None]:
-    """Seeds for ``target`` power at the margin and at the observed effect (None: no number of seeds would do)."""
-    if not t.sd > 0 or claim.kind not in TESTED:
-        return None, None
-    mean, sd, m = t.estimate.mean, t.sd, claim.margin
-
-    def one(effect, level=alpha):
-        return pw.seeds_needed(lambda n: pw.one_sided_power(effect=effect, sd=sd, n=n, alpha=level), target=target)
-
-    if claim.kind == "equivalence":
-        return tuple(pw.seeds_needed(lambda n, true=true: pw.tost_power(true=true, margin=m, sd=sd, n=n, alpha=alpha),
-                                     target=target) for true in (0.0, mean))
-    if claim.direction == "two-sided":
-        return one(m, alpha / 2), one(abs(mean), alpha / 2)
-    observed = -claim.sign * mean  # the effect on the claimed side (superiority), or the room left (non-inferiority)
-    return (one(m), one(m + observed)) if claim.kind == "non-inferiority" else (one(m), one(observed))
-
-
 def seeds_needed(claim: Claim, tests: Sequence[PartTest], level: float, power: float = 0.8
                  ) -> tuple[int | None, int | None]:
     """Seeds for ``power`` at ``level`` at the margin and at the observed effect, the most any part needs (None:
     no number of seeds would do)."""
-    per_part = [_needs(claim, t, level, power) for t in tests]
+    if claim.kind not in TESTED:
+        return None, None
+    per_part = [pw.claim_seeds(claim.kind, claim.direction, claim.margin, t.estimate.mean, t.sd, alpha=level,
+                               target=power) for t in tests]
     return tuple(None if any(n[i] is None for n in per_part) else max(n[i] for n in per_part) for i in (0, 1))
 
 
@@ -307,8 +312,11 @@ def settle(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], *, al
                        else "not held" if p_fail < level else "inconclusive")
             done[c.name] = Settled(c, outcome, tests, p_hold, p_fail)
     untestable = _gate_failures(claims, done)
-    for primary, label in ((True, "primary"), (False, "secondary")):
-        family, rows = [c for c in claims if c.kind in TESTED and c.primary == primary], []
+    groups = [("primary", [c for c in claims if c.kind in TESTED and c.primary and not c.controls]),
+              ("secondary", [c for c in claims if c.kind in TESTED and not c.primary and not c.controls]),
+              *[(f"negative control of {c.controls!r}, at α alone", [c]) for c in claims if c.controls]]
+    for label, family in groups:
+        rows = []
         for c in family:
             tested = None if c.name in untestable else _test(c, values)
             if c.name in untestable:
@@ -318,7 +326,7 @@ def settle(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], *, al
             else:
                 rows.append((c, *tested))
         held, failed = holm([r[2] for r in rows]), holm([r[3] for r in rows])
-        name = f"{label}, Holm over {len(rows)}"
+        name = label if label.startswith("negative control") else f"{label}, Holm over {len(rows)}"
         for (c, tests, p_hold, p_fail), q_hold, q_fail in zip(rows, held, failed):
             if q_hold < alpha:
                 outcome, needs = ("equivalent" if c.kind == "equivalence" else "held"), (None, None)
@@ -336,6 +344,7 @@ def declaration(claims: Sequence[Claim]) -> str:
     the gates it rests on."""
     rows = ["| claim | kind and margin | role | rests on |", "|---|---|---|---|"]
     for c in claims:
-        role = c.kind if c.kind in ("gate", "descriptive") else ("primary" if c.primary else "secondary")
+        role = c.kind if c.kind in ("gate", "descriptive") else "negative control" if c.controls else (
+            "primary" if c.primary else "secondary")
         rows.append(f"| {c.name} | {c.describe()} | {role} | {', '.join(c.rests_on) or '—'} |")
     return "\n".join(rows)

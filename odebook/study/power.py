@@ -11,7 +11,7 @@ import math
 
 from statsmodels.stats.power import TTestPower
 
-__all__ = ["one_sided_power", "tost_power", "seeds_needed", "MAX_SEEDS"]
+__all__ = ["one_sided_power", "tost_power", "seeds_needed", "claim_seeds", "MAX_SEEDS"]
 
 MAX_SEEDS = 10_000  # beyond this a claim cannot be settled by adding seeds: say so rather than print a number
 
@@ -45,3 +45,22 @@ def seeds_needed(power_at, *, target: float = 0.8) -> int | None:
         mid = (low + high) // 2
         low, high = (low, mid) if power_at(mid) >= target else (mid, high)
     return high
+
+
+def claim_seeds(kind: str, direction: str, margin: float, mean: float, sd: float, *, alpha: float, target: float
+                ) -> tuple[int | None, int | None]:
+    """Seeds for ``target`` power at ``alpha`` for a claim of ``kind`` (odebook.study.claims) on ``direction``, at
+    its margin and at the observed ``mean`` difference with seed SD ``sd`` (None: no number of seeds would do)."""
+    if not sd > 0:
+        return None, None
+
+    def one(effect, level=alpha):
+        return seeds_needed(lambda n: one_sided_power(effect=effect, sd=sd, n=n, alpha=level), target=target)
+
+    if kind == "equivalence":
+        return tuple(seeds_needed(lambda n, true=true: tost_power(true=true, margin=margin, sd=sd, n=n, alpha=alpha),
+                                  target=target) for true in (0.0, mean))
+    if direction == "two-sided":
+        return one(margin, alpha / 2), one(abs(mean), alpha / 2)
+    observed = (1.0 if direction == "higher" else -1.0) * mean  # the effect on the claimed side, or the room left
+    return (one(margin), one(margin + observed)) if kind == "non-inferiority" else (one(margin), one(observed))

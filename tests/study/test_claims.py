@@ -213,3 +213,30 @@ def test_not_held_has_one_meaning_and_calibrations_are_a_family_of_their_own():
     assert s.outcome == "not held"
     with pytest.raises(ValueError, match="share a family with claims"):
         holm_verdicts({"a above b": [below], "calibration: zeroed (must not hold)": [below]}, 0.05)
+
+
+def test_a_negative_control_is_its_claims_test_on_a_case_built_to_fail_settled_alone_outside_every_family():
+    from odebook.study.claims import negative_control
+
+    primary = Claim("hybrid non-inferior", "non-inferiority", margin=0.05, rests_on=("gate",))
+    control = negative_control(primary, "off − baseline", "the flow switched off, non-inferior")
+    assert control.name == "negative control: the flow switched off, non-inferior" and control.controls == primary.name
+    assert (control.kind, control.margin, control.direction, control.rests_on) == ("non-inferiority", 0.05, "lower",
+                                                                                   ("gate",))
+    gate = Claim("gate", "gate", margin=0.05, direction="higher", parts=("null − baseline",))
+    values = {"null − baseline": [0.4, 0.5, 0.45, 0.42], "hybrid non-inferior": [0.01, -0.01, 0.0, 0.005],
+              "off − baseline": [0.3, 0.35, 0.2, 0.33]}
+    settled = {s.claim.name: s for s in settle([gate, primary, control], values)}
+    assert settled[primary.name].family == "primary, Holm over 1"  # the control is not in the family
+    nc = settled[control.name]
+    assert nc.outcome == "not held" and nc.family == "negative control of 'hybrid non-inferior', at α alone"
+    expected = DescrStatsW(np.array(values["off − baseline"])).ttest_mean(0.05, alternative="larger")[1]
+    assert nc.p_fail == pytest.approx(expected, rel=1e-10)  # the claim's own test, unadjusted
+    assert nc.verdict().claim.startswith("negative control:")
+    # a control that holds is shown held, at α alone (a defect of the design, which the report must show)
+    assert settle([gate, primary, control], {**values, "off − baseline": [0.01, -0.01, 0.0, 0.005]})[2].outcome \
+        == "held"
+    failed_gate = settle([gate, primary, control], {**values, "null − baseline": [0.0, 0.01, -0.01, 0.0]})
+    assert failed_gate[2].outcome == "not testable at this scale"
+    with pytest.raises(ValueError, match="controls"):
+        negative_control(Claim("g", "gate", margin=0.1), "x", "y")

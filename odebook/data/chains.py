@@ -12,9 +12,9 @@ asked cannot answer: the task that study 01's claims need, where removing layers
 benchmark's variable tracking, Hsieh et al. 2024, arXiv:2404.06654, asks the same in natural text).
 
 The vocabulary (``Vocab``): token 0 is padding, 1 the query mark, then ``n_values`` values and ``n_vars`` variables.
-Variables are distinct within a sequence, and so are the chains' values, so the answer is one value of the context:
-guessing among them (``shortcut_accuracy``, 1 / chains) is what a model that follows no chain can reach; chance is
-1 / n_values. Training queries draw their depth uniformly from 1 … hops (the short ones teach the first lookup);
+Variables are distinct within a sequence, and so are the chains' values, so the answer is one value of the context.
+A model that follows no chain can still guess among the values no earlier query has taken (each chain is asked
+once): ``shortcut_accuracy``, (1 + 1/2 + … + 1/chains) / chains, 0.52 for 4 chains; chance is 1 / n_values. Training queries draw their depth uniformly from 1 … hops (the short ones teach the first lookup);
 evaluation asks every query at one depth. Generated vectorised on the CPU, ``torch.Generator`` for reproducibility.
 """
 
@@ -103,8 +103,9 @@ def make_batch(n: int, *, vocab: Vocab, chains: int, hops: int, seq_len: int, ge
 
 
 def shortcut_accuracy(chains: int) -> float:
-    """A value of the context guessed uniformly: what a model that follows no chain can reach."""
-    return 1 / chains
+    """What a model that follows no chain can reach: the i-th query (0-based) guesses among the chains' values that
+    no earlier query has taken, 1 / (chains − i)."""
+    return sum(1 / (chains - i) for i in range(chains)) / chains
 
 
 def chance(vocab: Vocab) -> float:

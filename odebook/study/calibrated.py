@@ -10,7 +10,10 @@ family. Resting on that gate, the primary claims are
   is ruled out) — the candidate does the removed layers' work;
 
 and, secondary, the candidate against each ``others`` arm (superiority at the same margin). With a failed gate every
-one of them reads "not testable at this scale" (``claims.settle``).
+one of them reads "not testable at this scale" (``claims.settle``). With ``ablated`` (the candidate with its flow
+switched off at test, ``loss_without_flow``: the same trained weights, the ODE block the identity), each primary has
+its negative control — the same test on the ablated candidate, which lost the work the claim credits to the flow,
+and should come out "not held".
 
 ``alpha_normalised`` puts gradient-norm ratios of an ODE block beside the learned output scale α that multiplies
 every weight gradient of its vector field: a ratio of α to the baseline's is what the parameterisation predicts.
@@ -22,26 +25,35 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from odebook.study.claims import Claim, paired
+import torch
 
-__all__ = ["GATE", "calibrated_claims", "comparisons", "paired_losses", "gap_closed", "alpha_normalised"]
+from odebook.models.lm import ode_blocks
+from odebook.study.claims import Claim, negative_control, paired
+from odebook.training.runtime import Precision
+from odebook.training.train import evaluate
+
+__all__ = ["GATE", "calibrated_claims", "comparisons", "paired_losses", "gap_closed", "alpha_normalised",
+           "loss_without_flow"]
 
 GATE = "removing the replaced layers costs more than the margin"
 
 
 def calibrated_claims(margin: float, *, candidate: str = "hybrid", reference: str = "baseline", null: str = "null",
-                      others: Mapping[str, str] = {}, units: str = "nats") -> list[Claim]:
-    """The gate, the two primary claims and a secondary claim per ``others`` arm (name → how the claim calls it),
-    every comparison a paired difference a − b of test losses named ``"a − b"`` (``comparisons``)."""
+                      others: Mapping[str, str] = {}, ablated: str = "", units: str = "nats") -> list[Claim]:
+    """The gate, the two primary claims (each followed by its negative control on the ``ablated`` arm, if named)
+    and a secondary claim per ``others`` arm (name → how the claim calls it), every comparison a paired difference
+    a − b of test losses named ``"a − b"`` (``comparisons``)."""
     if not margin > 0:
         raise ValueError(f"the margin must be positive ({units}), got {margin!r}")
     gate = Claim(GATE, "gate", margin, "higher", units, parts=(f"{null} − {reference}",))
     rest = (GATE,)
-    return [gate,
-            Claim(f"{candidate} non-inferior to the {reference}", "non-inferiority", margin, "lower", units,
-                  rests_on=rest, parts=(f"{candidate} − {reference}",)),
-            Claim(f"{candidate} beats the {null} arm (it does the replaced layers' work)", "superiority", margin,
-                  "lower", units, rests_on=rest, parts=(f"{candidate} − {null}",)),
+    ni = Claim(f"{candidate} non-inferior to the {reference}", "non-inferiority", margin, "lower", units,
+               rests_on=rest, parts=(f"{candidate} − {reference}",))
+    beats = Claim(f"{candidate} beats the {null} arm (it does the replaced layers' work)", "superiority", margin,
+                  "lower", units, rests_on=rest, parts=(f"{candidate} − {null}",))
+    controls = [negative_control(ni, f"{ablated} − {reference}", f"the {ablated} non-inferior to the {reference}"),
+                negative_control(beats, f"{ablated} − {null}", f"the {ablated} beats the {null} arm")] if ablated else []
+    return [gate, ni, beats, *controls,
             *[Claim(f"{candidate} beats {label}", "superiority", margin, "lower", units, primary=False,
                     rests_on=rest, parts=(f"{candidate} − {arm}",)) for arm, label in others.items()]]
 
@@ -72,3 +84,20 @@ def alpha_normalised(ratios: Sequence[float], alphas: Sequence[float]) -> np.nda
     if r.shape != a.shape:
         raise ValueError(f"one α per ratio, got {len(a)} and {len(r)}")
     return r / np.abs(a)
+
+
+@torch.no_grad()
+def loss_without_flow(model: torch.nn.Module, batches: Sequence, precision: Precision) -> float:
+    """Held-out loss of a trained hybrid with every ODE flow switched off (its output scale α set to 0, so the block
+    is the identity: the blocks around it as trained, the flow's work gone), then restored."""
+    blocks = ode_blocks(model)
+    if not blocks:
+        raise ValueError("loss_without_flow needs a model with an ODE flow block")
+    trained = [b.field.alpha.detach().clone() for b in blocks]
+    try:
+        for b in blocks:
+            b.field.alpha.zero_()
+        return evaluate(model, batches, precision)
+    finally:
+        for b, a in zip(blocks, trained):
+            b.field.alpha.copy_(a)

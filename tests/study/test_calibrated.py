@@ -57,3 +57,39 @@ def test_gap_closed_and_alpha_normalisation():
     assert np.allclose(alpha_normalised([0.098, 0.2], [0.1, -0.4]), [0.98, 0.5])
     with pytest.raises(ValueError, match="one α per ratio"):
         alpha_normalised([1.0], [0.1, 0.2])
+
+
+def test_each_primary_has_a_negative_control_on_the_ablated_arm_that_a_flow_doing_the_work_fails():
+    base = 2.0 + np.array([0.01, -0.02, 0.0, 0.015, -0.01, 0.005])
+    losses = {"baseline": base, "null": base + 0.3 + NOISE, "hybrid": base - NOISE[::-1],
+              "hybrid, flow off": base + 0.6 + NOISE[::-1]}
+    claims = calibrated_claims(0.05, ablated="hybrid, flow off")
+    out = {s.claim.name: s.outcome for s in settle(claims, paired_losses(losses, claims))}
+    controls = {name: o for name, o in out.items() if name.startswith("negative control:")}
+    assert controls == {"negative control: the hybrid, flow off non-inferior to the baseline": "not held",
+                        "negative control: the hybrid, flow off beats the null arm": "not held"}
+    assert [o for name, o in out.items() if name not in controls and name != GATE] == ["held", "held"]
+
+
+def test_the_flow_switched_off_makes_the_hybrid_the_blocks_around_it_and_is_restored():
+    import torch
+
+    from odebook.models.lm import gpt, ode_hybrid
+    from odebook.study.calibrated import loss_without_flow
+    from odebook.training.runtime import precision_for
+
+    torch.manual_seed(0)
+    shape = dict(vocab_size=32, d_model=16, n_layer=3, n_head=2, max_seq_len=8)
+    hybrid = ode_hybrid(**shape, ode_layers=(1,), solver="euler", steps=2, sensitivity="direct", rtol=1e-3,
+                        atol=1e-4, control_dim=2, alpha_init=0.5)
+    plain = gpt(**{**shape, "n_layer": 2})  # the hybrid without its block, weights copied from it
+    plain.load_state_dict({k.replace("blocks.2.", "blocks.1."): v for k, v in hybrid.state_dict().items()
+                           if not k.startswith("blocks.1.")})
+    x = torch.randint(0, 32, (2, 9))
+    batches, prec = [(x[:, :-1], x[:, 1:])], precision_for(torch.device("cpu"))
+    from odebook.training.train import evaluate
+
+    assert loss_without_flow(hybrid, batches, prec) == pytest.approx(evaluate(plain, batches, prec), abs=1e-6)
+    assert hybrid.blocks[1].field.alpha.item() == 0.5  # restored
+    with pytest.raises(ValueError, match="ODE flow"):
+        loss_without_flow(plain, batches, prec)

@@ -1,7 +1,8 @@
 """What each study computes, for its budget (odebook.book.budget): its training runs, each as the work one run does —
 training steps on batches of the shapes its loader gives, and forward passes of evaluation and scoring.
 
-Each study's plan follows its notebook: 01 every arm and seed; 02 and 03's ladder a learning-rate grid on the first
+Each study's plan follows its notebook: 01 each arm's learning-rate grid and every seed on MQAR, then its WikiText
+section; 02 and 03's ladder a learning-rate grid on the first
 seed, then the other seeds; 03's retrieval runs and 04's arm × regime runs on the retrieval curriculum, whose prompts
 grow stage by stage (a batch of each stage's own prompts, whose answers alone reach the head) and are scored on the
 evaluation sets under each ablation; 05 every solver and seed, each seed's rk4 re-solved, the rk4 / dopri5 timing and
@@ -32,7 +33,8 @@ from odebook.study.retrieval import ABLATIONS
 __all__ = ["Work", "Runs", "PLANS", "plan", "evaluations"]
 
 SEEDED = ("seeds", "MQAR", "name-colour", "re-solving")  # the parts whose runs come once per seed
-EXECUTED = ("seeds", "lr grid", "MQAR", "name-colour")  # the parts run as an executor's jobs (experiment.run_seeds)
+# the parts run as an executor's jobs (experiment.run_seeds)
+EXECUTED = ("seeds", "lr grid", "MQAR", "name-colour", "WikiText")
 SCORE_BATCH = 50  # examples per forward pass of retrieval scoring (odebook.study.retrieval.score_rows)
 
 
@@ -124,8 +126,27 @@ def _scoring(p: Params, tok: Tokenizer, ablations: int) -> tuple[Work, ...]:
 
 
 def _gradient_flow(p: Params, tok: Tokenizer) -> list[Runs]:
-    return [_lm_runs(p, tok, name, build, p.n_seeds)
-            for name, build in gradient_flow_arms(p.model_config(tok.vocab_size)).items()]
+    """Study 01: on MQAR, each arm's learning-rate grid on the tuning seed, then every seed; each hybrid's test
+    batches once more with its flow switched off; then every arm of the WikiText section on ``lm_seeds`` seeds."""
+    vocab = mqar.Vocab(p.mqar_keys)
+
+    def batch() -> tuple[torch.Tensor, torch.Tensor]:
+        b = mqar.make_batch(p.task_batch_size, vocab=vocab, k=p.mqar_pairs, seq_len=p.seq_len,
+                            generator=torch.Generator().manual_seed(0))
+        return b.x, b.y
+
+    valid = evaluations(p.task_steps, p.eval_interval) * p.eval_batches
+    scored = 3 * p.eval_batches  # the test set, the accuracy at k and on unseen pairs
+    out = []
+    for name, build in gradient_flow_arms(p.model_config(vocab.size), ("baseline", "hybrid", "null")).items():
+        off = p.eval_batches if name == "hybrid" else 0
+        out += [Runs(name, build, len(p.lr_grid), (Work(p.task_steps, batch), Work(valid, batch, train=False)),
+                     part="lr grid"),
+                Runs(name, build, p.n_seeds, (Work(p.task_steps, batch), Work(valid + scored + off, batch,
+                                                                                 train=False)), part="MQAR")]
+    text = gradient_flow_arms(p.model_config(tok.vocab_size))
+    return out + [Runs(name, build, p.lm_seeds, _lm(p, tok), part="WikiText") for name, build in text.items()
+                  if p.lm_seeds]
 
 
 def _time_indexed(p: Params, tok: Tokenizer) -> list[Runs]:

@@ -63,10 +63,18 @@ class GradientFlowParams(ODEHybridParams):
 
     solver: str = spec("euler", choices=SOLVERS)
     ode_steps: int = spec(4, ge=1, le=256, help="fixed-grid steps over t in [0, 1] (ignored by dopri5)")
-    control_scales: list[float] = spec([0.0, 0.5, 1.0, 2.0, 4.0], ge=0.0, help="scales for the control check")
-    margin: float = spec(0.05, gt=0.0, help="non-inferiority margin, nats of test loss: the hybrid may be worse than "
-                                            "the baseline by less than this; the gate asks the null arm to be worse "
-                                            "by more (odebook.study.calibrated)")
+    mqar_keys: int = spec(16, ge=4, help="the primaries' task, multi-query associative recall (odebook.data.mqar): "
+                                         "keys (and as many values)")
+    mqar_pairs: int = spec(4, ge=1, help="key-value pairs per sequence, each asked once (on seq_len tokens)")
+    task_steps: int = spec(2000, ge=1, help="training steps of every arm on the task")
+    task_batch_size: int = spec(32, ge=1)
+    lr_grid: list[float] = spec([5e-4, 1e-3, 2e-3], gt=0.0, le=1.0,
+                                help="learning rates tried per arm on the task, on a tuning seed apart from the "
+                                     "confirmatory ones (lr is the WikiText section's)")
+    lm_seeds: int = spec(3, ge=0, help="seeds of the WikiText section (descriptive); 0 = none")
+    margin: float = spec(0.05, gt=0.0, help="non-inferiority margin, nats of test loss on the task's answers: the "
+                                            "hybrid may be worse than the baseline by less than this; the gate asks "
+                                            "the null arm to be worse by more (odebook.study.calibrated)")
     design_sd: float = spec(0.0, ge=0.0, help="seed SD of the paired test-loss differences the design assumes (a "
                                               "pilot's); the notebook shows the looks' power at the margin from it "
                                               "(0 = not shown)")
@@ -74,7 +82,13 @@ class GradientFlowParams(ODEHybridParams):
     dynamics_tokens: int = spec(8, ge=1, help="tokens per sequence of the dynamics analysis (Jacobian (T·d)²)")
 
     def cross_checks(self) -> list[str]:
-        return super().cross_checks() + self.solver_errors([self.solver])
+        errors = super().cross_checks() + self.solver_errors([self.solver])
+        if self.mqar_pairs > self.mqar_keys or 4 * self.mqar_pairs > self.seq_len + 1:
+            errors.append(f"key 'mqar_pairs' = {self.mqar_pairs}: needs at most mqar_keys = {self.mqar_keys} keys and "
+                          f"4 tokens a pair within seq_len + 1 = {self.seq_len + 1}")
+        if self.eval_interval > self.task_steps:
+            errors.append(f"key 'eval_interval' = {self.eval_interval}: must be <= task_steps = {self.task_steps}")
+        return errors
 
     def model_config(self, vocab_size: int, **override):
         """Study 01's hybrid: ``solver`` with ``ode_steps`` steps (keyword overrides pass through)."""

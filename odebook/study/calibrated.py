@@ -51,8 +51,9 @@ def calibrated_claims(margin: float, *, candidate: str = "hybrid", reference: st
                rests_on=rest, parts=(f"{candidate} − {reference}",))
     beats = Claim(f"{candidate} beats the {null} arm (it does the replaced layers' work)", "superiority", margin,
                   "lower", units, rests_on=rest, parts=(f"{candidate} − {null}",))
-    controls = [negative_control(ni, f"{ablated} − {reference}", f"the {ablated} non-inferior to the {reference}"),
-                negative_control(beats, f"{ablated} − {null}", f"the {ablated} beats the {null} arm")] if ablated else []
+    controls = [] if not ablated else [
+        negative_control(ni, f"{ablated} − {reference}", f"the {ablated} non-inferior to the {reference}"),
+        negative_control(beats, f"{ablated} − {null}", f"the {ablated} beats the {null} arm")]
     return [gate, ni, beats, *controls,
             *[Claim(f"{candidate} beats {label}", "superiority", margin, "lower", units, primary=False,
                     rests_on=rest, parts=(f"{candidate} − {arm}",)) for arm, label in others.items()]]

@@ -51,3 +51,14 @@ def test_the_task_scores_every_set_and_names_its_data():
     run = type("Run", (), {"module": Oracle()})()
     assert task.score(run) == {"k=2": 1.0, "k=4": 1.0, "unseen pairs": 1.0}
     assert "MQAR, 8 keys" in task.key["data"] and len(task.valid) == 1
+
+
+def test_a_test_set_is_drawn_after_the_others_and_scored_only_as_the_test_loss():
+    plain = recall.eval_sets(ks=[2, 4], batches=2, **KW)
+    with_test = recall.eval_sets(ks=[2, 4], batches=2, test=True, **KW)
+    assert list(with_test) == [*plain, "test"]
+    assert all(torch.equal(a[0], b[0]) for name in plain for a, b in zip(plain[name], with_test[name]))
+    assert not torch.equal(with_test["test"][0][0], with_test["k=4"][0][0])
+    task = recall.mqar_task(train_ks=[2], eval_ks=[2, 4], eval_batches=2, device=torch.device("cpu"), test=True, **KW)
+    assert task.test is not None and len(task.test) == 2
+    assert recall.mqar_task(train_ks=[2], eval_ks=[2], eval_batches=2, device=torch.device("cpu"), **KW).test is None

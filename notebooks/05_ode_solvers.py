@@ -38,11 +38,15 @@
 # steps from the whole sequence and cannot be cached exactly (it recomputes).
 #
 # **Claims and how each is settled.**
-# - *RK4 is as accurate as dopri5*: equivalence of the held-out losses of the two trained hybrids, paired by seed
-#   (same initialisation, same batch stream), at ±`accuracy_margin` nats. It **rests on a gate**: on each seed's
-#   trained rk4 weights, the crudest integrator at the same budget (euler, `nfe_budget` steps) must land farther than
-#   the margin from a fine reference (rk4 with 4× the budget). If even euler cannot miss by the margin, no two
-#   integrators can, the flow is too straight to tell them apart, and the claim is "not testable at this scale".
+# - *RK4 reaches dopri5's accuracy at fewer evaluations*, read off a **work–precision table** (the form SciML's
+#   DiffEqBenchmarks use for every solver comparison): on each trained flow (each seed's rk4- and dopri5-trained
+#   hybrid), each integrator's error in H(1) against a fine reference (rk4 at 4× the most steps tried), relative to
+#   the flow's displacement, against its vector-field evaluations and its time — euler, midpoint and rk4 over
+#   `wp_steps`, dopri5 over `wp_tolerances`. At the stated error `precision_error`, the claim is held when rk4 needs
+#   fewer evaluations than dopri5 on every flow, not held when on none. Its **negative control** is the same reading
+#   for euler (first order), which must come out not held. It **rests on a gate**, the flow's curvature: euler at
+#   the budget (`nfe_budget` evaluations) must miss `precision_error` on every flow — on a flow straight enough that
+#   euler meets it, every integrator does, and the claim is "not testable at this scale" with the curvature shown.
 # - *RK4 is faster than dopri5*: a training step of each on the same weights and batch, timed interleaved
 #   (study.timing), outside the loss family; the ratio of evaluations per step and the time per evaluation are printed
 #   beside the time ratio, because a fixed-grid solver's time is mostly its evaluations.
@@ -95,7 +99,7 @@ elif importlib.util.find_spec("odebook") is None:
 # The t4 profile. params/<profile>/05_ode_solvers.yaml overrides these.
 seed = 0
 n_seeds = 3
-looks = [2]
+looks = []
 device = "auto"
 output_dir = ""
 executor = "auto"  # one-thread workers side by side on a CPU; "local"; "submitit": job arrays (docs/running.md)
@@ -132,7 +136,9 @@ control_dim = 4
 alpha_init = 0.1
 integrators = ["rk4", "dopri5"]
 nfe_budget = 8
-accuracy_margin = 0.01
+precision_error = 1e-3
+wp_steps = [1, 2, 4, 8, 16, 32]
+wp_tolerances = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6]
 timing_pairs = 20
 rtol = 1e-3
 atol = 1e-4
@@ -169,12 +175,10 @@ from odebook.book import plots
 from odebook.models.lm import ode_blocks
 from odebook.nn.ode import SOLVERS, STAGES
 from odebook.params import ODESolverParams
-from odebook.study.claims import Claim, declaration, paired
 from odebook.study.experiment import loss_with_solver, run_seeds, summarize
-from odebook.study.looks import run_in_looks
+from odebook.study.dynamics import block_input
 from odebook.study.measure import (crossover, generation_speed, memory_verdicts, nfe_per_forward, sensitivity_sweep,
-                                   solver_timing)
-from odebook.study.sequential import operating
+                                   solver_timing, work_precision, work_precision_verdicts)
 from odebook.study.stats import Verdict
 from odebook.study.task import lm_task
 from odebook.training.train import TrainConfig
@@ -196,35 +200,10 @@ splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), tok)
 print(splits.description)
 
 # %% [markdown]
-# ## Claims
-# Declared before the runs. The one loss claim is a paired comparison across seeds, run in looks (`looks` seeds
-# first, more only while it is undecided, up to `n_seeds`); the design's operating characteristics below
-# (study.sequential.operating, simulated) use the pilot: on the earlier cpu report (3 seeds, same configuration)
-# rk4 − dopri5 held-out loss had a per-seed SD of 1.0e-6 nats, and euler's gap to the fine reference was at most
-# 1.2e-4 nats — a hundredth of the margin, so the gate is expected to fail there. A pessimistic SD of a quarter of the
-# margin (a flow whose integrators do differ) is simulated beside it.
-
-# %%
-GATE, ACCURATE = "the integrators can differ by more than the margin", "RK4 is as accurate as dopri5"
-claims = [Claim(GATE, "gate", margin=p.accuracy_margin, direction="higher", units="nats"),
-          Claim(ACCURATE, "equivalence", margin=p.accuracy_margin, direction="two-sided", units="nats",
-                rests_on=(GATE,))]
-display(Markdown(declaration(claims)))
-PILOT_SD = 1.0e-6  # nats: rk4 − dopri5 held-out loss per seed, the earlier cpu report
-plan = [*p.looks, p.n_seeds]
-for sd in (PILOT_SD, p.accuracy_margin / 4):
-    for name, mean in [("no difference (power)", 0.0),
-                       ("a difference at the margin (the null's edge: 'equivalent' is the type-I error)",
-                        p.accuracy_margin)]:
-        o = operating(claims[1], plan, mean=mean, sd=sd, alpha=p.alpha, studies=2000)
-        print(f"seeds {plan}, sd {sd:.2g} nats, {name}: equivalent {o.efficacy:.0%}, not held {o.futility:.0%}, "
-              f"cap {o.cap:.0%}, {o.seeds:.1f} seeds on average")
-
-# %% [markdown]
 # ## Integrators trained side by side
 # rk4 takes `nfe_budget / 4` steps, dopri5 chooses its own; the baseline GPT (no flow) is trained beside them on the
 # same batches. After training, every integrator at the same budget re-solves each seed's trained rk4 weights, and
-# rk4 with 4× the budget gives the reference the gate measures against.
+# rk4 with 4× the budget gives a reference: the gap in held-out loss is the flow's curvature in nats.
 
 # %%
 cfg = p.model_config(splits.vocab_size)
@@ -247,23 +226,8 @@ def resolved(run):
         resolved_rows[(run.seed, "rk4", reference_steps)]
 
 
-def values_of(runs):
-    """Per seed (in seed order): rk4 − dopri5 held-out loss, and euler's distance from the fine reference."""
-    final = {m: {r.seed: r.history.final_eval_loss for r in runs if r.model == m} for m in p.integrators}
-    rk4 = sorted((r for r in runs if r.model == p.generation_solver), key=lambda r: r.seed)
-    gaps = [abs(budget["euler"] - reference) for budget, reference in map(resolved, rk4)]
-    seeds = sorted(final.get("rk4", {}))
-    both = [s for s in seeds if s in final.get("dopri5", {})]
-    return {GATE: gaps, ACCURATE: paired([final["rk4"][s] for s in both], [final["dopri5"][s] for s in both])}
-
-
-seeds = range(p.seed, p.seed + p.n_seeds)
-looked = run_in_looks(lambda seeds, done: run_seeds(builders, task, config, precision, **{
-    **notebook.run_options(p, out), "seeds": seeds, "done": done}), claims, values_of, seeds=seeds, looks=p.looks,
-    alpha=p.alpha)
-runs, n_ran = looked.runs, looked.seeds
-print(f"{n_ran} of {p.n_seeds} seeds ran")
-display(Markdown(looked.markdown()))
+runs = run_seeds(builders, task, config, precision, **notebook.run_options(p, out))
+n_ran = p.n_seeds
 
 # %%
 x_valid = data.fixed_batches(splits.valid, 1, p.batch_size, p.seq_len)[0][0].to(precision.device)
@@ -282,9 +246,10 @@ ax_loss.set(title="held-out loss", ylabel="cross-entropy (nats/token)")
 notebook.save_figure(fig, out, "integrators_validation")
 
 # %% [markdown]
-# How far apart are the integrators on the same weights? Each seed's trained rk4 hybrid with its flow re-solved by
-# every integrator at the budget, against rk4 with 4× the budget; the learned output scale α of the vector field
-# says how far the flow can move the state (dH/dt = α·F).
+# How far apart are the integrators on the same weights, in held-out loss? Each seed's trained rk4 hybrid with its
+# flow re-solved by every integrator at the budget, against rk4 with 4× the budget; the learned output scale α of the
+# vector field says how far the flow can move the state (dH/dt = α·F). The work–precision table below asks the same of
+# the flow's state, over the whole range of work.
 
 # %%
 trained_rk4 = sorted((r for r in runs if r.model == p.generation_solver), key=lambda r: r.seed)
@@ -294,6 +259,36 @@ resolve = pd.DataFrame([{"seed": r.seed, "alpha": ode_blocks(r.module)[0].field.
 with pd.option_context("display.float_format", "{:.3g}".format):
     display(resolve)
 notebook.save_table(resolve, out, "resolved")
+
+# %% [markdown]
+# ## Work–precision
+# On each trained flow (every seed's hybrid of each integrator in `integrators`), the state entering the flow block
+# for the first sequences of one validation batch is solved by every setting; the error of H(1) is relative to the
+# flow's displacement ‖H_ref(1) − H(0)‖, in float64; the time is the block's own solve, median of `timing_repeats`.
+# The claim's reading at `precision_error` is marked on each curve.
+
+# %%
+x_valid_batch = data.fixed_batches(splits.valid, 1, p.batch_size, p.seq_len)[0][0][:4].to(precision.device)
+flows = {f"{r.model}-trained, seed {r.seed}": r.module for r in runs if r.model in p.integrators}
+fixed = {s: p.wp_steps for s in ("euler", "midpoint", "rk4")}
+wp = {name: work_precision(ode_blocks(model)[0], block_input(model, ode_blocks(model)[0], x_valid_batch),
+                           steps=fixed, tolerances=p.wp_tolerances, reference=("rk4", 4 * max(p.wp_steps)),
+                           repeats=p.timing_repeats) for name, model in flows.items()}
+wp_table = pd.concat(wp, names=["flow"]).reset_index(level=0)
+notebook.save_table(wp_table.set_index(["flow", "solver"]), out, "work_precision")
+for model in p.integrators:
+    first = f"{model}-trained, seed {p.seed}"
+    fig, axes = plots.figure(2)
+    for ax, x in zip(axes, ("evaluations", "seconds")):
+        for i, (solver, rows) in enumerate(wp[first].groupby("solver", sort=False)):
+            ax.plot(rows[x], rows.error, "o-", color=f"C{i}", label=solver)
+        ax.axhline(p.precision_error, color="grey", ls="--", lw=1, label=f"stated error {p.precision_error:g}")
+        ax.set(xlabel="vector-field evaluations" if x == "evaluations" else "seconds per solve",
+               ylabel="relative error of H(1)", xscale="log", yscale="log", title=f"work–precision, {first}")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    notebook.save_figure(fig, out, f"work_precision_{model}")
 
 # %% [markdown]
 # ## RK4 against dopri5 per training step
@@ -399,9 +394,9 @@ display(Markdown("\n\n".join(f"**{s['model']}**, prompt {s['prompt']}: _{s['prom
 
 # %% [markdown]
 # ## Verdicts
-# The accuracy claim and its gate settle on the seeds that ran (study.claims, study.looks); the speed claim is the
-# interleaved timing's (outside the loss family); the memory and KV-cache verdicts are single measurements (they vary
-# little between repeats), each with the way it can fail stated beside it.
+# The work–precision claim, its gate and its negative control are read off every trained flow's table
+# (odebook.study.measure.work_precision_verdicts); the speed claim is the interleaved timing's; the memory and KV-cache
+# verdicts are single measurements (they vary little between repeats), each with the way it can fail stated beside it.
 
 # %%
 def at(sensitivity, n, column):
@@ -412,7 +407,8 @@ scale = (f"{p.n_layer} layers × d_model {p.d_model}, layers {p.ode_layers} a fl
          f"{p.batch_size} × {p.seq_len} {p.tokenizer} tokens; {precision.device.type}")
 first, last = min(p.sweep_steps), max(p.sweep_steps)
 growth = {m: at(m, last, "peak_memory_mb") / at(m, first, "peak_memory_mb") for m in p.sensitivities}
-verdicts = [s.verdict(scale + f"; {n_ran} seeds") for s in looked.settled]
+verdicts = work_precision_verdicts(wp, error=p.precision_error, budget=p.nfe_budget,
+                                   scale=scale + f"; {n_ran} seeds × {len(p.integrators)} trained integrators")
 rk4_nfe, dopri5_nfe = (table.loc[m, "nfe_per_forward"] if m in table.index else float("nan")
                        for m in ("rk4", "dopri5"))
 verdicts.append(dataclasses.replace(
@@ -441,12 +437,17 @@ notebook.save_results(
               "rk4 / dopri5 time per step": speed_step.timing.ratio.mean,
               "rk4 / dopri5 evaluations per step": speed_step.nfe_ratio,
               **{f"euler − reference, seed {seed}": row["euler − reference"] for seed, row in resolve.iterrows()},
+              **{f"euler relative error at the budget, {name}": t[(t.solver == "euler")
+                                                                  & (t.evaluations == p.nfe_budget)].error.item()
+                 for name, t in wp.items()},
               **{f"KV {p.speedup_target:g}× crossover {name} (tokens)": c.length if c.reached else str(c)
                  for name, c in crossovers.items()},
               **{f"memory growth {m} {first}→{last}": g for m, g in growth.items()}},
     data=splits.description, precision=str(precision), parameters=p.to_dict(), seeds_ran=n_ran,
     integrators=table.reset_index().to_dict("records"), resolved=resolve.reset_index().to_dict("records"),
-    solver_timing={"ratio": dataclasses.asdict(speed_step.timing.ratio), "nfe_rk4": speed_step.nfe_a, "nfe_dopri5": speed_step.nfe_b,
+    work_precision=wp_table.to_dict("records"),
+    solver_timing={"ratio": dataclasses.asdict(speed_step.timing.ratio), "nfe_rk4": speed_step.nfe_a,
+                   "nfe_dopri5": speed_step.nfe_b,
                    "time_per_evaluation_ratio": speed_step.per_evaluation, "load": speed_step.timing.load},
     sensitivity=sweep.to_dict("records"), generation=speed.to_dict("records"),
     crossovers={name: c.length for name, c in crossovers.items()}, samples=samples,

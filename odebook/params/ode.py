@@ -103,15 +103,19 @@ class ODESolverParams(ODEHybridParams):
     Defaults are the t4 profile: study 01's model with a context long enough for 1024 generated tokens."""
 
     study: ClassVar[str] = "05_ode_solvers"
-    defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 3, "looks": [2], "seq_len": 128, "max_seq_len": 1088}
+    defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 3, "seq_len": 128, "max_seq_len": 1088}
 
     integrators: list[str] = spec(["rk4", "dopri5"], choices=SOLVERS,
                                   help="the trained hybrids (every integrator re-solves the trained weights)")
     nfe_budget: int = spec(8, ge=4, help="vector-field evaluations per forward of every fixed-grid integrator: "
                                          "euler takes nfe_budget steps, midpoint nfe_budget/2, rk4 nfe_budget/4")
-    accuracy_margin: float = spec(0.01, gt=0.0, help="nats: the equivalence margin of 'RK4 is as accurate as "
-                                                     "dopri5', and the gap the crudest integrator must exceed "
-                                                     "for that claim to be testable (the gate)")
+    precision_error: float = spec(1e-3, gt=0.0, le=1.0,
+                                  help="relative error of H(1) at which the work-precision claim reads each "
+                                       "integrator's evaluations; euler at nfe_budget must miss it (the gate)")
+    wp_steps: list[int] = spec([1, 2, 4, 8, 16, 32], ge=1, help="steps of each fixed-grid integrator in the "
+                                                                 "work-precision table")
+    wp_tolerances: list[float] = spec([1e-2, 1e-3, 1e-4, 1e-5, 1e-6], gt=0.0, le=1.0,
+                                      help="dopri5's tolerances in the work-precision table (rtol; atol a tenth)")
     timing_pairs: int = spec(20, ge=20, help="interleaved rk4 / dopri5 training-step pairs of the speed claim")
     sweep_solver: str = spec("rk4", choices=FIXED_GRID, help="integrator of the sensitivity sweep")
     sweep_steps: list[int] = spec([4, 8, 16, 32], ge=1, help="numbers of steps of the sensitivity sweep")

@@ -240,7 +240,7 @@ class Settled:
         out = [parts] if parts else []
         if c.kind != "descriptive" and self.tests:
             hold, fail = c.hypotheses()
-            adjusted = c.kind in TESTED and math.isfinite(self.p_adjusted)
+            adjusted = c.kind in TESTED and not c.controls and math.isfinite(self.p_adjusted)
             out.append(f"p = {self.p_hold:.3g} for {hold} (holds the claim)"
                        + (f", Holm p = {self.p_adjusted:.3g}" if adjusted else "")
                        + f", p = {self.p_fail:.3g} for {fail} (fails it)"

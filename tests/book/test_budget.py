@@ -39,8 +39,12 @@ def test_every_study_has_a_plan_of_what_it_trains(study, root, monkeypatch):
 def test_the_plans_count_the_seeds_and_the_learning_rate_grid(root, monkeypatch):
     monkeypatch.chdir(root)
     p = params("t4", "01_gradient_flow")
-    assert {r.family: r.count for r in budget.plan(p)} == {arm: p.n_seeds for arm in ("baseline", "hybrid", "null",
-                                                                                      "shared")}
+    counts = collections.Counter()
+    for r in budget.plan(p):
+        counts[r.family, r.part] += r.count
+    assert counts == {**{(arm, part): n for arm in ("baseline", "hybrid", "null")
+                         for part, n in (("lr grid", len(p.lr_grid)), ("MQAR", p.n_seeds))},
+                      **{(arm, "WikiText"): p.lm_seeds for arm in ("baseline", "hybrid", "null", "shared")}}
     p = params("t4", "02_time_indexed")
     runs = collections.Counter()
     for r in budget.plan(p):

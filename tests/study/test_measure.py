@@ -180,3 +180,46 @@ def test_memory_verdicts_hold_fail_and_are_not_testable_without_the_calibration(
     only_direct = _sweep((1, 7), (1, 1), (1, 1))
     assert memory_verdicts(only_direct[only_direct.sensitivity == "direct"], growth_limit=1.2,
                            grad_tolerance=1e-3) == []
+
+
+def test_work_precision_shows_each_integrator_converging_at_its_order_against_the_fine_reference():
+    from odebook.nn.ode import ODEFlowBlock
+    from odebook.study.measure import evaluations_to_reach, work_precision
+
+    torch.manual_seed(0)
+    block = ODEFlowBlock(d_model=16, n_head=2, alpha_init=2.0, solver="rk4", steps=2, rtol=1e-3, atol=1e-4)
+    x = torch.randn(2, 6, 16)
+    table = work_precision(block, x, steps={"euler": [8, 16, 32], "rk4": [2, 4, 8]}, tolerances=[1e-3, 1e-6],
+                           reference=("rk4", 256), repeats=1)
+    err = {(r.solver, r.steps): r.error for r in table.itertuples() if r.steps == r.steps}
+    assert 1.6 < err["euler", 16] / err["euler", 32] < 2.5  # first order: halving the step halves the error
+    assert err["rk4", 4] / err["rk4", 8] > 8  # fourth order (16 in the limit)
+    assert list(table[table.solver == "rk4"].evaluations) == [8, 16, 32]  # four stages a step
+    dopri = table[table.solver == "dopri5"].set_index("tolerance")
+    assert dopri.error[1e-6] < dopri.error[1e-3] and dopri.evaluations[1e-6] > dopri.evaluations[1e-3]
+    assert (block.solver, block.steps, block.rtol, block.atol) == ("rk4", 2, 1e-3, 1e-4)  # left as it was
+    assert evaluations_to_reach(table, "rk4", err["rk4", 4]) == 16
+    assert math.isnan(evaluations_to_reach(table, "euler", 0.0))
+
+
+def test_work_precision_verdicts_read_the_evaluations_each_integrator_needs_and_gate_on_curvature():
+    import pandas as pd
+
+    from odebook.study.measure import work_precision_verdicts
+
+    def table(euler_at_8, rk4_errors, dopri5_errors):
+        rows = [{"solver": "euler", "evaluations": n, "error": euler_at_8 * 8 / n} for n in (4, 8, 16, 32)]
+        rows += [{"solver": "rk4", "evaluations": n, "error": e} for n, e in zip((4, 8, 16, 32), rk4_errors)]
+        rows += [{"solver": "dopri5", "evaluations": n, "error": e} for n, e in zip((14, 26, 50), dopri5_errors)]
+        return pd.DataFrame(rows)
+
+    curved = {"seed 0": table(0.05, [1e-2, 1e-3, 1e-4, 1e-5], [1e-2, 1e-3, 1e-4]),
+              "seed 1": table(0.08, [2e-2, 2e-3, 9e-5, 1e-5], [1e-2, 2e-3, 1e-4])}
+    gate, rk4, euler = work_precision_verdicts(curved, error=1e-3, budget=8)
+    assert gate.outcome == "held" and rk4.outcome == "held" and euler.outcome == "not held"
+    assert euler.claim.startswith("negative control:") and "never (not reached" in euler.evidence
+    slower = {**curved, "seed 1": table(0.08, [2e-2, 2e-2, 2e-3, 1e-3], [1e-2, 9e-4, 1e-4])}
+    assert work_precision_verdicts(slower, error=1e-3, budget=8)[1].outcome == "inconclusive"
+    straight = {"seed 0": table(1e-4, [1e-6] * 4, [1e-7] * 3)}
+    assert [v.outcome for v in work_precision_verdicts(straight, error=1e-3, budget=8)] == [
+        "not held", "not testable at this scale", "not testable at this scale"]

@@ -178,7 +178,7 @@ def test_a_report_goes_stale_when_its_notebook_parameters_or_odebook_change_and_
 @pytest.mark.parametrize("touched, goes_stale", [
     ("odebook/book/runner.py", False), ("odebook/book/index.py", False), ("odebook/book/reports.py", False),
     ("odebook/book/budget.py", False), ("benchmarks/bench.py", False), ("README.md", False),
-    ("odebook/study/recall.py", False), ("odebook/study/calibrated.py", True),
+    ("odebook/study/capacity.py", False), ("odebook/study/recall.py", True), ("odebook/study/calibrated.py", True),
     ("odebook/nn/gemm.py", True), ("odebook/models/lm.py", True), ("odebook/training/train.py", True),
     ("odebook/data/corpus.py", True), ("odebook/study/stats.py", True), ("odebook/params/schema.py", True)])
 def test_reports_go_stale_when_the_science_changes_and_not_the_books_machinery(tmp_path, touched, goes_stale):

@@ -56,9 +56,9 @@ def test_every_arm_is_causal_and_its_groups_partition_its_parameters(arm):
 def test_params_give_the_configuration_the_notebook_builds():
     p = GradientFlowParams.from_mapping({"tokenizer": "bytes", "d_model": 32, "ode_steps": 3, "solver": "rk4"}, "x")
     cfg = p.model_config(256)
-    assert (cfg.vocab_size, cfg.d_model, cfg.solver, cfg.steps, cfg.ode_layers) == (256, 32, "rk4", 3, (2, 3))
+    assert (cfg.vocab_size, cfg.d_model, cfg.solver, cfg.steps, cfg.ode_layers) == (256, 32, "rk4", 3, (1,))
     model = cfg.shared()
-    assert model.blocks[2].times == 12  # rk4: 4 evaluations per step × 3 steps
+    assert model.blocks[1].times == 12  # rk4: 4 evaluations per step × 3 steps
     with pytest.raises(ValueError, match="fixed-grid"):
         cfg.replace(solver="dopri5").shared()
 

@@ -17,7 +17,7 @@ def error_of(values) -> str:
 
 def test_defaults_are_valid():
     p = check({})
-    assert p.ode_layers == [2, 3] and p.solver == "euler" and p.steps == 500
+    assert p.ode_layers == [1] and p.n_layer == 2 and p.solver == "euler" and p.steps == 500
 
 
 @pytest.mark.parametrize("values, key, allowed", [
@@ -27,7 +27,7 @@ def test_defaults_are_valid():
     ({"steps": 0}, "steps", "must be >= 1"),                                 # zero steps
     ({"lr": -1.0}, "lr", "must be > 0.0"),                                   # out of range
     ({"solver": "rk45"}, "solver", "must be one of 'euler', 'midpoint', 'rk4', 'dopri5'"),
-    ({"ode_layers": [5, 6]}, "ode_layers", "layers must lie in 0..5"),       # outside the model
+    ({"ode_layers": [5, 6]}, "ode_layers", "layers must lie in 0..1"),       # outside the model
     ({"ode_layers": [1, 3]}, "ode_layers", "consecutive"),
     ({"seq_len": 128}, "seq_len", "must be <= max_seq_len = 64"),
     ({"n_head": 3}, "n_head", "must divide d_model"),

@@ -151,6 +151,8 @@ def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_lay
     ti_mlp_full      GatedBlock, one gate per weight (the published formula), direct residual
     ti_ssm           SSMGatedBlock (gated attention + modulated selective SSM + gated MLP), direct residual
     ti_mlp_constant  ti_mlp with t held constant: the adapter structure without time dependence
+    ti_mlp_twin      ti_mlp initialised from the next draws of the seeded generator: the null arm (its comparison
+                     with ti_mlp, on the same batches, has no true difference)
     ti_mlp_dt        ti_mlp with ODE scaling x + dt·f
     ode_shared       OutputGatedBlock: x + dt·(f_base(x) ⊙ m(t))
 
@@ -168,6 +170,9 @@ def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_lay
     }
     if name == "standard":
         return gpt(vocab_size=vocab_size, n_layer=n_layer, max_seq_len=max_seq_len, **d)
+    if name == "ti_mlp_twin":
+        torch.empty(1).normal_()  # one draw moves the default generator: every random weight differs from ti_mlp's
+        name = "ti_mlp"
     if name not in blocks:
         raise ValueError(f"unknown model {name!r}; allowed: standard, {', '.join(blocks)}")
     make, residual, time = blocks[name]

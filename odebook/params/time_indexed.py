@@ -15,7 +15,7 @@ from odebook.params.schema import spec
 __all__ = ["TIME_INDEXED_MODELS", "TimeIndexedParams"]
 
 TIME_INDEXED_MODELS = ("standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_mlp_constant", "ti_mlp_dt",
-                       "ode_shared")
+                       "ode_shared", "ti_mlp_twin")
 
 
 @dataclasses.dataclass
@@ -26,11 +26,12 @@ class TimeIndexedParams(TextCorpusParams):
 
     study: ClassVar[str] = "02_time_indexed"
     defaults: ClassVar[Mapping[str, Any]] = {
-        "n_seeds": 5, "looks": [3], "tokenizer": 'bytes', "seq_len": 128, "max_seq_len": 128, "batch_size": 8, "steps": 1000, "weight_decay": 0.0, "eval_interval": 100}
+        "n_seeds": 12, "looks": [4, 8], "tokenizer": 'bytes', "seq_len": 128, "max_seq_len": 128, "batch_size": 8, "steps": 1000, "weight_decay": 0.0, "eval_interval": 100}
 
     models: list[str] = spec(list(TIME_INDEXED_MODELS), choices=TIME_INDEXED_MODELS,
                              help="which models to train; the primary claims need standard, tong, ti_mlp, "
-                                  "ti_mlp_constant, ti_ssm (a claim whose arms are missing is left out)")
+                                  "ti_mlp_constant, ti_ssm, their negative controls ti_mlp_twin (a claim whose arms are "
+                                  "missing is left out)")
     d_model: int = spec(256, ge=8)
     n_layer: int = spec(6, ge=1, le=48, help="layers of the standard transformer = depth steps of the others")
     n_freq: int = spec(16, ge=1, help="S: frequencies of the sinusoidal depth embedding")
@@ -42,7 +43,7 @@ class TimeIndexedParams(TextCorpusParams):
                                                    "as the source's time-indexed MLP")
     tong_time_mlp: str = spec("shared", choices=TIME_MLPS, help="Tong's block: one time MLP for all generators "
                                                                 "(default), or one per linear as Tong's code")
-    lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3], gt=0.0, le=1.0,
+    lr_grid: list[float] = spec([5e-4, 1e-3, 2e-3], gt=0.0, le=1.0,
                                 help="learning rates tried per model on the first seed; the lowest final validation "
                                      "loss chooses (lr is not used)")
     lr_extensions: int = spec(2, ge=0, le=4, help="times a model's grid is extended one step past the edge it chose "

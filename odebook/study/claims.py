@@ -83,7 +83,6 @@ class Claim:
         if self.alpha is not None and (self.kind != "gate" or not 0 < self.alpha < 0.5):
             raise ValueError(f"{where}: only a gate declares its own alpha, in (0, 0.5); got {self.alpha!r} on a "
                              f"{self.kind} claim")
-
         if self.controls and (self.kind not in TESTED or not self.name.startswith("negative control:")):
             raise ValueError(f"{where}: a negative control repeats a tested claim and its name begins 'negative "
                              f"control:'; got a {self.kind} claim controlling {self.controls!r}")
@@ -117,8 +116,7 @@ class Claim:
         text = {"superiority": f"superiority ({side}): tested against 0, smallest effect of interest {m}{u} "
                                "(power, futility)",
                 "equivalence": f"equivalence at ±{m}{u}",
-                "non-inferiority": f"non-inferiority ({'lower' if self.sign > 0 else 'higher'} is better), "
-                                   f"margin {m}{u}",
+                "non-inferiority": f"non-inferiority ({self.hypotheses()[0]}), margin {m}{u}",
                 "gate": f"gate: a − b {'below' if self.sign > 0 else 'above'} {m}{u}"
                         + (f", at its own α = {self.alpha:g}" if self.alpha is not None else ""),
                 "descriptive": "descriptive"}[self.kind]
@@ -245,6 +243,8 @@ class Settled:
                        + (f", Holm p = {self.p_adjusted:.3g}" if adjusted else "")
                        + f", p = {self.p_fail:.3g} for {fail} (fails it)"
                        + (f", Holm p = {self.p_fail_adjusted:.3g}" if adjusted else ""))
+        if self.outcome == "held" and c.direction == "two-sided":  # the sign of a two-sided test's decision
+            out.append("a " + ("below" if self.tests[0].estimate.mean < 0 else "above") + " b")
         if self.outcome == "not held" and any(_constant(t) for t in self.tests):
             out.append("identical differences in every seed: failed at the t-test's limit as the spread goes to 0 "
                        "(a rule adopted on 2026-11-25 after the first run it decided, study 04's mechanism claim)")

@@ -41,12 +41,26 @@ FORMULAS = {
     "ti_mlp_constant": EMB_HEAD + BLOCK + time_mlp(CHANNEL_GATES),
     "ti_mlp_dt": EMB_HEAD + BLOCK + time_mlp(CHANNEL_GATES),
     "ode_shared": EMB_HEAD + BLOCK + time_mlp(D),
+    "ti_mlp_twin": EMB_HEAD + BLOCK + time_mlp(CHANNEL_GATES),
 }
 
 
 @pytest.mark.parametrize("name", TIME_INDEXED_MODELS)
 def test_parameter_count_matches_the_formula(name):
     assert models.count_params(build(name)) == FORMULAS[name]
+
+
+def test_the_twin_is_the_ti_mlp_from_other_initial_weights():
+    # the null arm of study 02: the same architecture and count, built after the same seed, every random weight new
+    twin, mlp = build("ti_mlp_twin"), build("ti_mlp")
+    w, v = twin.state_dict(), mlp.state_dict()
+    assert w.keys() == v.keys() and type(twin.blocks[0]) is type(mlp.blocks[0])
+    matrices = [k for k in v if v[k].dim() > 1]  # every weight drawn at random (LayerNorms start at 1 and 0)
+    assert len(matrices) >= 8 and not any(torch.equal(w[k], v[k]) for k in matrices)
+    assert all(torch.equal(w[k], build("ti_mlp_twin").state_dict()[k]) for k in w)  # reproducible from the seed
+    mlp.load_state_dict(w)  # the same function of its weights: only the initial draw differs
+    x = torch.randint(0, V, (2, P))
+    torch.testing.assert_close(mlp(x), twin(x), atol=0, rtol=0)
 
 
 def test_tong_generator_shapes_and_counts_match_its_docstring():

@@ -139,7 +139,7 @@ def test_a_study_changes_an_inherited_default_without_restating_its_rule():
 
     field = {f.name: f for f in dataclasses.fields(TimeIndexedParams)}["n_seeds"]
     parent = {f.name: f for f in dataclasses.fields(LMParams)}["n_seeds"]
-    assert TimeIndexedParams().n_seeds == 5 and LMParams().n_seeds == 1 and field.metadata == parent.metadata
+    assert TimeIndexedParams().n_seeds == 12 and LMParams().n_seeds == 1 and field.metadata == parent.metadata
     with pytest.raises(ParamError, match="n_seeds"):  # the inherited bound (at most 20) still holds
         TimeIndexedParams.from_mapping({"n_seeds": 21}, "test")
     with pytest.raises(TypeError, match="nonexistent"):

@@ -41,6 +41,16 @@ def test_superiority_and_non_inferiority_are_the_paired_t_tests_of_scipy_and_sta
     assert log == pytest.approx(np.log(A / B))
 
 
+def test_a_two_sided_claim_that_holds_says_which_side_and_one_within_the_margin_is_not_held():
+    claim = Claim("differs", "superiority", margin=0.05, direction="two-sided")
+    below, above, within = ([-0.2, -0.25, -0.22, -0.18], [0.2, 0.25, 0.22, 0.18], [0.001, -0.002, 0.0, 0.002])
+    assert [s.outcome for s in settle([claim], {"differs": below})] == ["held"]
+    assert settle([claim], {"differs": below})[0].evidence().split("; ")[2] == "a below b"
+    assert settle([claim], {"differs": above})[0].evidence().split("; ")[2] == "a above b"
+    inside = settle([claim], {"differs": within})[0]
+    assert inside.outcome == "not held" and not {"a below b", "a above b"} & set(inside.evidence().split("; "))
+
+
 def test_holm_runs_over_the_primaries_only_and_secondaries_have_their_own():
     values = {"p1": [-0.30, -0.25, -0.35, -0.28], "p2": [-0.1, 0.05, -0.2, -0.02], "s1": [-1.0, -1.1, -0.9, -1.05]}
     primaries = [Claim("p1", "superiority", margin=0.1), Claim("p2", "superiority", margin=0.1)]
@@ -131,7 +141,7 @@ def test_the_declaration_table_lists_kind_margin_role_and_gates():
     table = declaration([Claim("g", "gate", margin=0.15, direction="higher"),
                          Claim("x", "non-inferiority", margin=0.02, units="nats", primary=False, rests_on=("g",))])
     assert "| g | gate: a − b above 0.15 | gate | — |" in table
-    assert "| x | non-inferiority (lower is better), margin 0.02 nats | secondary | g |" in table
+    assert "| x | non-inferiority (a − b < 0.02), margin 0.02 nats | secondary | g |" in table
 
 
 def test_identical_differences_can_rule_an_effect_out_but_never_hold_one():

@@ -22,7 +22,7 @@ LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
-	@echo "  variables: PROFILE=smoke|cpu|t4 (default cpu)  NOTEBOOKS=\"01_gradient_flow ...\"  SET=\"steps=40 ...\" (over every profile file)  ODEBOOK_DATA=<data mirror>  FRESH=1  TORCH_BUILD=cpu"
+	@echo "  variables: PROFILE=smoke|cpu|t4 (default cpu)  NOTEBOOKS=\"01_gradient_flow ...\"  SET=\"steps=40 ...\" (over every profile file)  ODEBOOK_DATA=<data mirror>  FRESH=1  TORCH_BUILD=cpu  QUICK=1 (bench)"
 
 # No kernel is registered for the user: the venv's own Jupyter (make lab, .venv/bin/papermill) runs the notebooks'
 # "python3" kernel with the venv's python, so two checkouts never run each other's code.
@@ -73,8 +73,8 @@ sync:  ## rewrite each notebook's colab cell, pair notebooks/*.py with *.ipynb (
 	$(VENV)/bin/jupytext --sync notebooks/*.py
 	$(VENV)/bin/jupyter nbconvert --log-level=WARN --clear-output --inplace notebooks/*.ipynb
 
-bench:  ## CPU benchmarks: the GEMM rate against the cores (clock, FLOP per cycle); each study's cpu-profile step (efficiency, alone vs beside a busy process); seed-runs per minute, one process vs one-thread workers side by side; matmul (torch, oneDNN); gemm size rules; 01 step (plain vs sliced head, oneDNN vs torch GEMM: memory, ms, MFU); delta rule; 02; 05 KV cache; DDP
-	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m benchmarks.bench
+bench:  ## CPU benchmarks: the GEMM rate against the cores (clock, FLOP per cycle); each study's cpu-profile step (efficiency, alone vs beside a busy process); seed-runs per minute, one process vs one-thread workers side by side; matmul (torch, oneDNN); gemm size rules; 01 step (plain vs sliced head, oneDNN vs torch GEMM: memory, ms, MFU); delta rule; 02; 05 KV cache; DDP (QUICK=1: the first three only, a few minutes)
+	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m benchmarks.bench $(if $(QUICK),--quick)
 
 clean-outputs:  ## delete outputs/<PROFILE> (PROFILE must be a folder name under params/; not while it runs)
 	$(RUNNER) --clean

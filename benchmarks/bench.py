@@ -283,7 +283,8 @@ def bench_05() -> None:
         print(f"{g['model']:16s} {g['new_tokens']:10d} {g['cached_s']:9.2f} {g['recomputed_s']:13.2f} "
               f"{g['speedup']:8.1f}× {str(g['identical_tokens']):>11s}")
     print("\none training step of the rk4 hybrid (d 256, bytes, batch 8 × 128), by sensitivity")
-    print(f"{'sensitivity':11s} {'steps':>5s} {'peak MiB':>9s} {'ms/step':>8s} {'NFE fwd+bwd':>12s} {'grad error':>11s}")
+    print(f"{'sensitivity':11s} {'steps':>5s} {'peak MiB':>9s} {'ms/step':>8s} {'NFE fwd+bwd':>12s} "
+          f"{'grad error':>11s}")
     sweep = r["sweep"]
     for row in sweep:
         print(f"{row['sensitivity']:11s} {row['steps']:5d} {row['peak_memory_mb']:9.1f} {row['ms_per_step']:8.0f} "
@@ -317,6 +318,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--only", choices=("rate", "cpu", "side", "01", "gemm", "delta_rule", "02", "05", "ddp"),
                         help="run one section")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few minutes: the clock and peak, each study's step alone and beside a busy process, "
+                             "and seed-runs per minute (10 steps, 2 rounds)")
     parser.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:  # one measurement, printed as JSON for the parent
@@ -333,24 +337,17 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {_load()}")
-    if args.only in (None, "rate"):
-        gemm_rate.main()
-    if args.only in (None, "cpu"):
-        cpu_profile.main()
-    if args.only in (None, "side"):
-        side_by_side.main([])
-    if args.only in (None, "01"):
-        bench_01(args.steps, args.warmup)
-    if args.only in (None, "gemm"):
-        bench_gemm()
-    if args.only in (None, "delta_rule"):
-        bench_delta_rule()
-    if args.only in (None, "02"):
-        bench_02(args.steps, args.warmup)
-    if args.only in (None, "05"):
-        bench_05()
-    if args.only in (None, "ddp"):
-        bench_ddp(args.steps, args.warmup)
+    quick = ("rate", "cpu", "side")
+    sections = {"rate": gemm_rate.main, "cpu": lambda: cpu_profile.main(*((3, 1, False) if args.quick else ())),
+                "side": lambda: side_by_side.main(["--steps", "10", "--rounds", "2"] if args.quick else []),
+                "01": lambda: bench_01(args.steps, args.warmup), "gemm": bench_gemm, "delta_rule": bench_delta_rule,
+                "02": lambda: bench_02(args.steps, args.warmup), "05": bench_05,
+                "ddp": lambda: bench_ddp(args.steps, args.warmup)}
+    for name, section in sections.items():
+        if args.only in (None, name) and (name in quick or not args.quick):
+            start = time.perf_counter()
+            section()
+            print(f"[section {name}: {time.perf_counter() - start:.0f} s]", flush=True)
     print(f"\n{_load()} (other processes on these cores inflate every timing above)")
 
 

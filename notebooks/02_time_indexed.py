@@ -41,8 +41,9 @@
 # (2) time dependence changes the loss — the TI-MLP against the same model with t held fixed, one two-sided decision
 # at ±`margin`: *held* says on which side (helps or hurts), *not held* says the difference lies within ±margin
 # (equivalent), and an undecided one prints the seeds it needs; (3) the SSM beats the TI-MLP. Each primary stands
-# beside its **negative control**: the same test with the TI-MLP's twin in place of the arm that should make the
-# difference — a comparison with no true difference, which must come out not held. The sources' own numbers are
+# beside its **negative control**, the same test on a case built to fail, which should come out not held: for (1)
+# and (2) the TI-MLP's twin in place of the arm that should make the difference (a comparison with no true
+# difference), for (3) the trained SSM model with its SSM branch switched off at test. The sources' own numbers are
 # placed against the book's intervals as declared secondary claims: the seed's 0.136-nat and 0.105-nat gains of the
 # TI-MLP over the standard model and Tong, and the fork's 0.013-nat gain from time dependence (below). Margins are
 # in nats of test loss. Speed is measured as timing (interleaved steps), outside the loss claims.
@@ -76,9 +77,10 @@
 # SSM variant, which the code-level source did not build. The source's time-indexed MLP used Tong's temporal
 # LayerNorms and Tong's code gives each time-dependent linear its own time MLP; both are options here (`norm:
 # temporal`, `tong_time_mlp: per_linear`) — the parameters below say which this run used (default: static LayerNorms
-# and one shared time MLP, so `tong` here is lighter than Tong's code). Tong et al. integrate with dt = 1/L from
-# t = dt; the published TI models add f without dt (x + f), which we keep (`ti_mlp_dt` is the dt-scaled variant).
-# Constant modulation here holds t at 1/2 at every step (the middle of the trained depths), the fork's at t = 0. The test split is scored once, after training, at a rate chosen on validation.
+# and one shared time MLP, so `tong` here is lighter than Tong's code). Tong et al. integrate with dt = 1/L from t =
+# dt; the published TI models add f without dt (x + f), which we keep (`ti_mlp_dt` is the dt-scaled variant). Constant
+# modulation here holds t at 1/2 at every step (the middle of the trained depths), the fork's at t = 0. The test split
+# is scored once, after training, at a rate chosen on validation.
 
 # %% tags=["colab"]
 # Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
@@ -185,9 +187,10 @@ from odebook.study.task import lm_task
 from odebook.study.timing import interleaved, training_step
 from odebook.models.lm import block_params
 from odebook.nn.modulated import modulation_curves
+from odebook.nn.ssm import ModulatedSSM
 from odebook.params import TimeIndexedParams
 from odebook.study.stats import Verdict, mean_ci
-from odebook.training.train import TrainConfig
+from odebook.training.train import TrainConfig, evaluate
 
 p, out, precision = notebook.start(TimeIndexedParams, globals())
 print(f"LayerNorms of the gated models: {p.norm}; Tong's time MLPs: {p.tong_time_mlp}")
@@ -212,12 +215,12 @@ print(budget.line(p, precision))  # the runner's estimate where it made one
 
 # %%
 PAIRS = {f"{a} − {b}": (a, b) for a, b in [("ti_mlp", "standard"), ("ti_mlp", "tong"), ("ti_mlp", "ti_mlp_constant"),
-                                           ("ti_ssm", "ti_mlp"), ("ti_mlp", "ti_mlp_twin"), ("ti_mlp_twin", "ti_mlp"),
+                                           ("ti_ssm", "ti_mlp"), ("ti_mlp", "ti_mlp_twin"),
                                            ("ti_mlp_twin", "ti_mlp_constant"), ("ti_mlp_full", "standard"),
                                            ("ti_mlp_full", "tong"),
                                            ("ti_mlp_dt", "ti_mlp"), ("ode_shared", "standard")]}
-EQUAL_TIME = "equal time: ti_ssm − ti_mlp"
-PAIRS[EQUAL_TIME] = ("ti_ssm", "ti_mlp")
+EQUAL_TIME, SSM_OFF = "equal time: ti_ssm − ti_mlp", "ti_ssm with its SSM branch off − ti_mlp"
+PAIRS |= {EQUAL_TIME: ("ti_ssm", "ti_mlp"), SSM_OFF: ("ti_ssm", "ti_mlp")}
 sup = functools.partial(Claim, kind="superiority", margin=p.margin, units="nats")
 source = functools.partial(Claim, kind="non-inferiority", direction="higher", units="nats", primary=False)
 beats = sup("the time-indexed MLP beats both the standard transformer and Tong's model",
@@ -228,7 +231,7 @@ ssm = sup("the time-indexed SSM beats the time-indexed MLP (at equal steps)", pa
 declared = [
     beats, negative_control(beats, "ti_mlp − ti_mlp_twin", "the time-indexed MLP beats its twin (another draw)"),
     matters, negative_control(matters, "ti_mlp − ti_mlp_twin", "the time-indexed MLP differs from its twin"),
-    ssm, negative_control(ssm, "ti_mlp_twin − ti_mlp", "the twin (no SSM) beats the time-indexed MLP"),
+    ssm, negative_control(ssm, SSM_OFF, "the time-indexed SSM with its SSM branch switched off beats the TI-MLP"),
     source("the seed's 0.136-nat gain over the standard transformer is excluded: TI-MLP − standard lies above it",
            margin=0.136, parts=("ti_mlp − standard",)),
     source("the seed's 0.105-nat gain over Tong's model is excluded: TI-MLP − Tong lies above it", margin=0.105,
@@ -255,20 +258,28 @@ claims = [c for c in claims if c not in equal_claims]
 # %% [markdown]
 # ### The design's power
 # Pilot: the committed cpu report of the earlier design (seeds 0–5, every model at 250 steps, rates from {1e-3,
-# 3e-3} extended by 3×) — the SD over seeds of each comparison's paired difference; the twin's SD is taken as the
-# time-dependence comparison's (two TI-MLPs). The pilot's TI-MLP − standard SD (0.081) comes from a standard model
-# whose loss varied by 0.2 nats across seeds at 3e-3; the finer grid may steady it. Simulated (study.sequential.
+# 3e-3} extended by 3×) — the SD over seeds of each comparison's paired difference; the twin comparison's SD is taken
+# as the time-dependence comparison's (two TI-MLPs). The pilot's TI-MLP − standard SD (0.081) comes from a standard
+# model whose loss varied by 0.2 nats across seeds at 3e-3; the finer grid may steady it. Simulated (study.sequential.
 # operating, 4,000 studies of normal differences) through this profile's looks at α / (number of primaries): the
-# chance that a claim decides for itself when its effect is the margin, and against itself when there is none.
+# chance that a claim decides for itself when its effect is the margin, and against itself when there is none. The
+# twin's controls, settled once at α on the seeds the looks ran: the chance they come out not held at each place the
+# study can stop (a control can miss it for want of seeds, not only because its test is blind). The SSM-off control
+# and the sources' numbers are not simulated.
 
 # %%
 PILOT_SD = {"ti_mlp − standard": 0.0809, "ti_mlp − tong": 0.0094, "ti_mlp − ti_mlp_constant": 0.0165,
-            "ti_ssm − ti_mlp": 0.0211}
+            "ti_ssm − ti_mlp": 0.0211, "ti_mlp − ti_mlp_twin": 0.0165}
 design, level = [*p.looks, p.n_seeds], p.alpha / max(len(primaries), 1)
 rows = []
-for c in primaries if p.n_seeds >= 2 else []:
-    for part in c.comparisons:
-        one, sd = dataclasses.replace(c, name=part, parts=()), PILOT_SD[part]
+for c in [*primaries, *(c for c in claims if c.controls)] if p.n_seeds >= 2 else []:
+    for part in (part for part in c.comparisons if part in PILOT_SD):
+        one, sd = dataclasses.replace(c, name=part, parts=(), controls=""), PILOT_SD[part]
+        if c.controls:  # settled once, on the seeds the primaries' looks ran: not held with d = 0 at each stop
+            alone = [operating(one, [n], mean=0.0, sd=sd, alpha=p.alpha).futility for n in design]
+            rows.append({"claim": c.name, "comparison": part, "pilot sd": sd, "decides for it": "—",
+                         "decides against it": " / ".join(f"{f:.0%}" for f in alone) + f" at {design} seeds (d = 0)"})
+            continue
         good, bad = (operating(one, design, mean=m, sd=sd, alpha=level) for m in (-p.margin, 0.0))
         rows.append({"claim": c.name, "comparison": part, "pilot sd": sd,
                      "decides for it": f"{good.efficacy:.0%} (d = −margin)",
@@ -331,9 +342,23 @@ def clock(run):
     return seconds[np.asarray(run.history.eval_step) - 1], np.asarray(run.history.eval_loss)
 
 
+def test_loss_ssm_off(run):
+    """The trained SSM model's test loss with every SSM branch's output replaced by zeros (the rest as trained)."""
+    off = [m.register_forward_hook(lambda module, args, y: torch.zeros_like(y)) for m in run.module.modules()
+           if isinstance(m, ModulatedSSM)]
+    try:
+        return evaluate(run.module, task.test, precision)
+    finally:
+        for hook in off:
+            hook.remove()
+
+
 def values_of(runs):
-    return {part: paired(per_seed(runs, a), per_seed(runs, b)) for part, (a, b) in PAIRS.items()
-            if part != EQUAL_TIME and {a, b} <= set(p.models)}
+    values = {part: paired(per_seed(runs, a), per_seed(runs, b)) for part, (a, b) in PAIRS.items()
+              if part not in (EQUAL_TIME, SSM_OFF) and {a, b} <= set(p.models)}
+    if {"ti_ssm", "ti_mlp"} <= set(p.models):
+        values[SSM_OFF] = paired(per_seed(runs, "ti_ssm", test_loss_ssm_off), per_seed(runs, "ti_mlp"))
+    return values
 
 
 looked = run_in_looks(lambda now, done: run_seeds(builders, task, configs, precision, seeds=now,
@@ -528,17 +553,20 @@ if len(dyn):
 # The primary claims settle in looks (each at α / the number of primaries; efficacy → held, futility → not held, the
 # cap → inconclusive with the seeds it would need), each negative control alone at α on every seed that ran, the
 # secondary claims by Holm over their family. How each can fail: a superiority claim is *not held* once an effect of
-# the margin is ruled out (the pilot had the TI-MLP ahead of Tong by only 0.011 nats — the intersection–union claim
-# can fail on that part alone); the time-dependence claim is not held once the difference is shown to lie within
-# ±margin, and when held its evidence says which side (a below b: time dependence helps; above: it hurts). A
-# negative control that holds would show a test that calls a null difference an effect: the claim it controls is
-# then void, whatever its verdict. A source's number is *excluded* (held) when the book's interval lies above it, and
-# *not held* when the book shows a gain larger still. A claim resting on a model whose learning rate stayed at the
-# edge of its grid says so. Each rate is chosen on one tuning seed at factor-2 resolution, so two identical models
-# can land on neighbouring rates (the rate table above shows whether the twin and the TI-MLP did): the twin's
-# comparisons carry that tuning noise, as every arm's do. The descriptive line "twin minus constant modulation", added
-# after the first run, reads the time-dependence comparison once more through the twin's draw and rate. The speed
-# verdict is a timing, outside the loss families; the compression claim is a count.
+# the margin is ruled out, and a held one whose margin-sized effect is ruled out too says it is real but smaller (the
+# pilot had the TI-MLP ahead of Tong by only 0.011 nats — the intersection–union claim can fail on that part alone);
+# the time-dependence claim is not held once the difference is shown to lie within ±margin, and when held its evidence
+# says which side (a below b: time dependence helps; above: it hurts). A negative control that holds would show a test
+# that calls a null difference an effect: the claim it controls is then void, whatever its verdict, and says so. A
+# source's number is *excluded* (held) when the book shows a smaller gain, *exceeded* (not held) when it shows a
+# larger one, and *consistent* when neither is shown (inconclusive: the seeds it prints assume no true gain). The
+# fork's 0.013 nats lies below the book's own margin (0.02), so the book can tell it from no gain only at more seeds
+# than its own margin needs. A claim resting on a model whose learning rate stayed at the edge of its grid says so.
+# Each rate is chosen on one tuning seed at factor-2 resolution, so two identical models can land on neighbouring
+# rates (the rate table above shows whether the twin and the TI-MLP did): the twin's comparisons carry that tuning
+# noise, as every arm's do. The descriptive line "twin minus constant modulation", added after the first run, reads
+# the time-dependence comparison once more through the twin's draw and rate. The speed verdict is a timing, outside
+# the loss families; the compression claim is a count.
 
 # %%
 frac = p.steps * p.batch_size * p.seq_len / len(splits.train)
@@ -546,10 +574,13 @@ scale = (f"early learning: {p.steps} steps × {p.batch_size} × {p.seq_len} {p.t
          f"epoch; d {p.d_model}, {p.n_layer} depth steps; {looked.seeds} seeds (source: d 256, 6 steps, 1000 steps "
          "× 8 × 128 bytes)")
 verdicts = []
+void = {s.claim.controls: s.claim.name for s in looked.settled if s.claim.controls and s.outcome == "held"}
 for settled in [*looked.settled, *equal_settled]:
     arms = sorted({m for part in settled.claim.comparisons for m in PAIRS[part]} & set(untuned))
     flag = "rests on untuned learning rates: " + "; ".join(f"{n} ({untuned[n]})" for n in arms) if arms else ""
-    verdicts.append(dataclasses.replace(settled, note="; ".join(x for x in (settled.note, flag) if x)).verdict(scale))
+    control = f"void: its negative control held ({void[settled.claim.name]!r})" if settled.claim.name in void else ""
+    note = "; ".join(x for x in (settled.note, flag, control) if x)
+    verdicts.append(dataclasses.replace(settled, note=note).verdict(scale))
 if ("ti_mlp", "tong") in timings:
     verdicts.append(timings["ti_mlp", "tong"].verdict("a time-indexed MLP training step is faster than a Tong step",
                                                       scale=scale))

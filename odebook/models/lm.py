@@ -21,9 +21,12 @@ from odebook.nn import gemm
 from odebook.nn.linear_ce import linear_cross_entropy
 from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 
-__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "Ablation", "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params", "block_params"]
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "Ablation", "gdn_diagnostics",
+           "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params", "block_params",
+           "TWIN_SEED"]
 
 HEAD_MULTIPLE = 64  # the head's outputs are padded to a multiple of this: 50,304 columns run faster than 50,257
+TWIN_SEED = 1_000_003  # the twin of study 02 draws its initial weights from seed + this (no run seed comes near it)
 
 
 class Head(nn.Module):
@@ -151,8 +154,8 @@ def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_lay
     ti_mlp_full      GatedBlock, one gate per weight (the published formula), direct residual
     ti_ssm           SSMGatedBlock (gated attention + modulated selective SSM + gated MLP), direct residual
     ti_mlp_constant  ti_mlp with t held constant: the adapter structure without time dependence
-    ti_mlp_twin      ti_mlp initialised from the next draws of the seeded generator: the null arm (its comparison
-                     with ti_mlp, on the same batches, has no true difference)
+    ti_mlp_twin      ti_mlp initialised from a generator seeded TWIN_SEED past the run's seed: the null arm (its
+                     comparison with ti_mlp, on the same batches, has no true difference)
     ti_mlp_dt        ti_mlp with ODE scaling x + dt·f
     ode_shared       OutputGatedBlock: x + dt·(f_base(x) ⊙ m(t))
 
@@ -170,9 +173,12 @@ def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_lay
     }
     if name == "standard":
         return gpt(vocab_size=vocab_size, n_layer=n_layer, max_seq_len=max_seq_len, **d)
-    if name == "ti_mlp_twin":
-        torch.empty(1).normal_()  # one draw moves the default generator: every random weight differs from ti_mlp's
-        name = "ti_mlp"
+    if name == "ti_mlp_twin":  # a generator of its own, seeded apart from every run's: not a shift of ti_mlp's draws
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed((TWIN_SEED + torch.initial_seed()) % 2**63)
+            return time_indexed("ti_mlp", vocab_size=vocab_size, d_model=d_model, n_head=n_head, n_layer=n_layer,
+                                max_seq_len=max_seq_len, n_freq=n_freq, d_emb=d_emb, gate_width=gate_width,
+                                d_state=d_state, norm=norm, tong_time_mlp=tong_time_mlp)
     if name not in blocks:
         raise ValueError(f"unknown model {name!r}; allowed: standard, {', '.join(blocks)}")
     make, residual, time = blocks[name]

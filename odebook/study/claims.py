@@ -246,12 +246,10 @@ class Settled:
         if self.outcome == "held" and c.direction == "two-sided":  # the sign of a two-sided test's decision
             out.append("a " + ("below" if self.tests[0].estimate.mean < 0 else "above") + " b")
         if self.outcome == "not held" and any(_constant(t) for t in self.tests):
-            out.append("identical differences in every seed: failed at the t-test's limit as the spread goes to 0 "
-                       "(a rule adopted on 2026-11-25 after the first run it decided, study 04's mechanism claim)")
+            out.append("identical differences in every seed: failed at the t-test's limit as the spread goes to 0")
         if self.outcome.startswith("inconclusive") and c.kind in TESTED:
             at_margin, at_observed = (f"≈ {n}" if n else f"more than {pw.MAX_SEEDS:,}" for n in self.needs)
-            out.append(f"{self.power:.0%} power needs {at_margin} seeds at the margin, {at_observed} at the "
-                       "observed effect")
+            out.append(f"{self.power:.0%} power needs {at_margin} seeds at the margin, {at_observed} at the observed effect")
         return "; ".join(out + ([self.note] if self.note else []))
 
     def verdict(self, scale: str = "") -> Verdict:
@@ -335,7 +333,9 @@ def settle(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], *, al
             else:
                 needs = seeds_needed(c, tests, alpha / len(rows), power)  # the level wherever Holm puts it
                 outcome = NEEDS.format(n=needs[0]) if needs[0] else "inconclusive"
-            done[c.name] = Settled(c, outcome, tests, p_hold, p_fail, q_hold, name, q_fail, needs=needs, power=power)
+            small = outcome == "held" and c.kind == "superiority" and q_fail < alpha  # both tests reject
+            done[c.name] = Settled(c, outcome, tests, p_hold, p_fail, q_hold, name, q_fail, needs=needs, power=power,
+                                   note="an effect of the margin is ruled out too: real, but smaller" if small else "")
     return [done[n] for n in names]
 
 

@@ -67,7 +67,7 @@ def settle_looked(claims: Sequence[Claim], values: Mapping[str, Sequence[float]]
                     f"p = {last.p_fail:.3g} for {fail} against {last.level_fail:.3g})")
         out.append(replace(s, outcome=outcome, p_adjusted=math.nan, needs=needs,
                            family=f"primary, {len(decisions)} in looks at α/{len(decisions)} each",
-                           note="; ".join(x for x in (f"looks: {how}", s.note) if x)))
+                           note="; ".join(x for x in (f"looks: {how}", s.note if outcome == s.outcome else "") if x)))
     return out
 
 

@@ -57,6 +57,12 @@ def test_the_twin_is_the_ti_mlp_from_other_initial_weights():
     assert w.keys() == v.keys() and type(twin.blocks[0]) is type(mlp.blocks[0])
     matrices = [k for k in v if v[k].dim() > 1]  # every weight drawn at random (LayerNorms start at 1 and 0)
     assert len(matrices) >= 8 and not any(torch.equal(w[k], v[k]) for k in matrices)
+    shared = [torch.isin(w[k].flatten(), v[k].flatten()).float().mean().item() for k in matrices]
+    assert max(shared) < 0.01, shared  # other draws, not ti_mlp's values shifted along the generator's stream
+    torch.manual_seed(0)
+    untouched = torch.get_rng_state()
+    models.time_indexed("ti_mlp_twin", **SHAPE)
+    assert torch.equal(torch.get_rng_state(), untouched)  # the run's own generator is left where it was
     assert all(torch.equal(w[k], build("ti_mlp_twin").state_dict()[k]) for k in w)  # reproducible from the seed
     mlp.load_state_dict(w)  # the same function of its weights: only the initial draw differs
     x = torch.randint(0, V, (2, P))

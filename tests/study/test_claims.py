@@ -51,6 +51,15 @@ def test_a_two_sided_claim_that_holds_says_which_side_and_one_within_the_margin_
     assert inside.outcome == "not held" and not {"a below b", "a above b"} & set(inside.evidence().split("; "))
 
 
+def test_a_held_superiority_whose_margin_is_also_ruled_out_says_the_effect_is_real_but_smaller():
+    claim = Claim("beats", "superiority", margin=0.05)
+    small = settle([claim], {"beats": [-0.010, -0.012, -0.009, -0.011, -0.010]})[0]
+    assert small.outcome == "held" and small.evidence().endswith("an effect of the margin is ruled out too: real, "
+                                                                 "but smaller")
+    large = settle([claim], {"beats": [-0.10, -0.12, -0.09, -0.11, -0.10]})[0]
+    assert large.outcome == "held" and "smaller" not in large.evidence()
+
+
 def test_holm_runs_over_the_primaries_only_and_secondaries_have_their_own():
     values = {"p1": [-0.30, -0.25, -0.35, -0.28], "p2": [-0.1, 0.05, -0.2, -0.02], "s1": [-1.0, -1.1, -0.9, -1.05]}
     primaries = [Claim("p1", "superiority", margin=0.1), Claim("p2", "superiority", margin=0.1)]

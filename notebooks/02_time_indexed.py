@@ -557,16 +557,17 @@ if len(dyn):
 # pilot had the TI-MLP ahead of Tong by only 0.011 nats — the intersection–union claim can fail on that part alone);
 # the time-dependence claim is not held once the difference is shown to lie within ±margin, and when held its evidence
 # says which side (a below b: time dependence helps; above: it hurts). A negative control that holds would show a test
-# that calls a null difference an effect: the claim it controls is then void, whatever its verdict, and says so. A
-# source's number is *excluded* (held) when the book shows a smaller gain, *exceeded* (not held) when it shows a
-# larger one, and *consistent* when neither is shown (inconclusive: the seeds it prints assume no true gain). The
-# fork's 0.013 nats lies below the book's own margin (0.02), so the book can tell it from no gain only at more seeds
-# than its own margin needs. A claim resting on a model whose learning rate stayed at the edge of its grid says so.
-# Each rate is chosen on one tuning seed at factor-2 resolution, so two identical models can land on neighbouring
-# rates (the rate table above shows whether the twin and the TI-MLP did): the twin's comparisons carry that tuning
-# noise, as every arm's do. The descriptive line "twin minus constant modulation", added after the first run, reads
-# the time-dependence comparison once more through the twin's draw and rate. The speed verdict is a timing, outside
-# the loss families; the compression claim is a count.
+# that calls a null difference an effect: the claim it controls is then void, whatever its own test said, and reads
+# "not testable at this scale" with the control named, as a claim on a failed gate does. A source's number is
+# *excluded* (held) when the book shows a smaller gain, *exceeded* (not held) when it shows a larger one, and
+# *consistent* when neither is shown (inconclusive: the seeds it prints assume no true gain). The fork's 0.013 nats
+# lies below the book's own margin (0.02), so the book can tell it from no gain only at more seeds than its own margin
+# needs. A claim resting on a model whose learning rate stayed at the edge of its grid says so. Each rate is chosen on
+# one tuning seed at factor-2 resolution, so two identical models can land on neighbouring rates (the rate table above
+# shows whether the twin and the TI-MLP did): the twin's comparisons carry that tuning noise, as every arm's do. The
+# descriptive line "twin minus constant modulation", added after the first run, reads the time-dependence comparison
+# once more through the twin's draw and rate. The speed verdict is a timing, outside the loss families; the
+# compression claim is a count.
 
 # %%
 frac = p.steps * p.batch_size * p.seq_len / len(splits.train)
@@ -578,8 +579,10 @@ void = {s.claim.controls: s.claim.name for s in looked.settled if s.claim.contro
 for settled in [*looked.settled, *equal_settled]:
     arms = sorted({m for part in settled.claim.comparisons for m in PAIRS[part]} & set(untuned))
     flag = "rests on untuned learning rates: " + "; ".join(f"{n} ({untuned[n]})" for n in arms) if arms else ""
-    control = f"void: its negative control held ({void[settled.claim.name]!r})" if settled.claim.name in void else ""
-    note = "; ".join(x for x in (settled.note, flag, control) if x)
+    if settled.claim.name in void:  # its test called a null difference an effect: unanswered, as on a failed gate
+        why = f"void: its negative control held ({void[settled.claim.name]!r}); as tested it was {settled.outcome}"
+        settled = dataclasses.replace(settled, outcome="not testable at this scale", note=f"{why}; {settled.note}")
+    note = "; ".join(x for x in (settled.note, flag) if x)
     verdicts.append(dataclasses.replace(settled, note=note).verdict(scale))
 if ("ti_mlp", "tong") in timings:
     verdicts.append(timings["ti_mlp", "tong"].verdict("a time-indexed MLP training step is faster than a Tong step",

@@ -7,12 +7,14 @@ import statistics
 import time
 from collections.abc import Callable
 
+from odebook.book import wait_policy
+
 __all__ = ["median_time", "timed", "CONTAMINATED", "contaminated"]
 
 # A one-process figure is "alone" only if its threads held their cores: process CPU time over wall time × threads of
-# at least this share (spinning waits keep an idle machine's share near 1), and no other process busy as it started.
+# at least this share (spinning waits keep an idle machine's share near 1), and the machine was not busy as it started
+# (wait_policy.BUSY: the load at which the runner, too, treats the machine as shared).
 CONTAMINATED = 0.85
-BUSY = 0.5  # cores' worth of other processes' CPU time (odebook.book.wait_policy.busy_cores) that voids "alone"
 
 
 def timed(fn: Callable[[], object], repeats: int, threads: int = 1) -> tuple[float, float]:
@@ -37,6 +39,9 @@ def median_time(fn: Callable[[], object], repeats: int) -> float:
 def contaminated(share: float, busy: float) -> str:
     """Why a figure measured "alone" is not (empty when it is): another process was busy as it started (``busy``
     cores, NaN: unknown), or its threads were off their cores (``share`` below CONTAMINATED)."""
-    why = [f"{busy:.1f} cores busy with other processes" for _ in [0] if busy >= BUSY]
-    why += [f"its threads on a core {share:.0%} of the time" for _ in [0] if share < CONTAMINATED]
+    why = []
+    if busy >= wait_policy.BUSY:
+        why.append(f"{busy:.1f} cores busy with other processes")
+    if share < CONTAMINATED:
+        why.append(f"its threads on a core {share:.0%} of the time")
     return "; ".join(why)

@@ -591,13 +591,9 @@ scale = (f"early learning: {p.steps} steps × {p.batch_size} × {p.seq_len} {p.t
          f"epoch; d {p.d_model}, {p.n_layer} depth steps; {looked.seeds} seeds (source: d 256, 6 steps, 1000 steps "
          "× 8 × 128 bytes)")
 verdicts = []
-void = {s.claim.controls: s.claim.name for s in looked.settled if s.claim.controls and s.outcome == "held"}
-for settled in [*looked.settled, *equal_settled]:
+for settled in [*looked.settled, *equal_settled]:  # a claim whose negative control held reads void (study.looks)
     arms = sorted({m for part in settled.claim.comparisons for m in PAIRS[part]} & set(untuned))
     flag = "rests on untuned learning rates: " + "; ".join(f"{n} ({untuned[n]})" for n in arms) if arms else ""
-    if settled.claim.name in void:  # its test called a null difference an effect: unanswered, as on a failed gate
-        why = f"void: its negative control held ({void[settled.claim.name]!r}); as tested it was {settled.outcome}"
-        settled = dataclasses.replace(settled, outcome="not testable at this scale", note=f"{why}; {settled.note}")
     note = "; ".join(x for x in (settled.note, flag) if x)
     verdicts.append(dataclasses.replace(settled, note=note).verdict(scale))
 if ("ti_mlp", "tong") in timings:

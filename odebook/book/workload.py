@@ -169,9 +169,10 @@ def _gdn_scaling(p: Params, tok: Tokenizer) -> list[Runs]:
 
 
 def _mqar(p: Params) -> list[Runs]:
-    """Study 03's MQAR arms (a GDN stack per width and the no-state control): training steps on sequences of
-    ``mqar_seq_len`` tokens (the same cost at every k), the validation passes, and the scoring of every k and the
-    held-out pairs (odebook.study.recall)."""
+    """Study 03's MQAR arms (a GDN stack per width, the no-state control, full attention at the largest width), each
+    on its learning-rate grid (every extension it may take) and then every seed: training steps on sequences of
+    ``mqar_seq_len`` tokens (the same cost at every k), the validation passes (every k's sets), and the scoring of
+    every k and the held-out pairs, normal and with the state zeroed (odebook.study.recall)."""
     vocab = mqar.Vocab(p.mqar_keys)
 
     def batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -179,11 +180,14 @@ def _mqar(p: Params) -> list[Runs]:
                             generator=torch.Generator().manual_seed(0), power_a=p.mqar_power_a)
         return b.x, b.y
 
-    forwards = (evaluations(p.mqar_steps, p.eval_interval) + len(p.mqar_eval_ks) + 1) * p.mqar_eval_batches
+    sets = len(p.mqar_eval_ks) + 1
+    forwards = (evaluations(p.mqar_steps, p.eval_interval) * len(p.mqar_eval_ks) + 2 * sets) * p.mqar_eval_batches
     work = (Work(p.mqar_steps, batch), Work(forwards, batch, train=False))
-    arms = ([("gdn", p.mqar_config(d).build) for d in p.mqar_d]
-            + [("swa", p.mqar_config(p.mqar_d[0], control=True).build)])
-    return [Runs(family, build, p.n_seeds, work, part="MQAR") for family, build in arms]
+    arms = ([("gdn", p.mqar_config(d).build) for d in p.mqar_d] + [("swa", p.mqar_config(p.mqar_d[0], "no state").build),
+                                                                   ("gpt", p.mqar_config(p.mqar_d[-1], "attention").build)])
+    tried = len(p.mqar_lr_grid) + p.mqar_lr_extensions
+    return [Runs(family, build, n, work, part=part) for family, build in arms
+            for n, part in ((tried, "MQAR lr grid"), (p.n_seeds, "MQAR"))]
 
 
 def _mixed_loss(model: nn.Module, batch: tuple) -> torch.Tensor:

@@ -191,7 +191,8 @@ def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_
                chunk_size: int = 64, dropout: float = 0.0, state_read: bool = False,
                local_path: str | LocalPath = "none") -> LM:
     """A stack written as a string, one letter a layer — G: Gated DeltaNet, S: sliding-window attention (window
-    ``window``), A: full causal attention — each mixer in a pre-LN Block with an MLP. With ``state_read``, each S
+    ``window``), A: full causal attention, C: full causal attention behind the GDN's short convolution (width
+    ``conv_width``) — each mixer in a pre-LN Block with an MLP. With ``state_read``, each S
     layer is the hybrid's StateReadAttention reading the nearest G layer before it, its local path a LocalPath
     (``local_path``: one, or its name in odebook.models.local_paths.LOCAL_PATHS)."""
     if not isinstance(local_path, LocalPath) and local_path not in LOCAL_PATHS:
@@ -213,9 +214,10 @@ def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_
                                       **path.layer_options())
         if letter == "S":
             return SlidingWindowAttention(d_model=d_model, n_head=n_head, window=window, dropout=dropout)
-        if letter == "A":
-            return CausalSelfAttention(d_model=d_model, n_head=n_head, dropout=dropout)
-        raise ValueError(f"unknown layer {letter!r} in pattern {pattern!r}; allowed: G, S, A")
+        if letter in "AC":
+            return CausalSelfAttention(d_model=d_model, n_head=n_head, dropout=dropout,
+                                       conv_width=conv_width if letter == "C" else 0)
+        raise ValueError(f"unknown layer {letter!r} in pattern {pattern!r}; allowed: G, S, A, C")
 
     blocks = [Block(d_model=d_model, dropout=dropout, mixer=mixer(c)) for c in pattern]
     return LM(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, blocks=blocks, dropout=dropout)

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from odebook.nn.gdn import ShortConv
 from odebook.nn.gemm import Linear, linear
 from odebook.nn.kv_cache import KVCache
 
@@ -46,13 +47,17 @@ def gelu_mlp(x: torch.Tensor, fc_w: torch.Tensor, fc_b: torch.Tensor | None, pro
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head attention in which position i sees positions ≤ i (scaled_dot_product_attention, is_causal)."""
+    """Multi-head attention in which position i sees positions ≤ i (scaled_dot_product_attention, is_causal). With
+    ``conv_width``, its input first passes the Gated DeltaNet's short causal depthwise convolution
+    (odebook.nn.gdn.ShortConv: position i mixes i − conv_width + 1 … i), so an attention stack and a GDN stack share
+    their token-mixing front and differ in their memory only."""
 
-    def __init__(self, *, d_model: int, n_head: int, dropout: float = 0.0):
+    def __init__(self, *, d_model: int, n_head: int, dropout: float = 0.0, conv_width: int = 0):
         super().__init__()
         assert d_model % n_head == 0, "n_head must divide d_model"
         self.n_head, self.dropout = n_head, dropout
         self.window: int | None = None  # None: full causal attention (SlidingWindowAttention sets it)
+        self.conv = ShortConv(d_model, conv_width) if conv_width else None
         self.qkv = Linear(d_model, 3 * d_model)
         self.proj = Linear(d_model, d_model)
         self.resid_dropout = nn.Dropout(dropout)
@@ -66,12 +71,16 @@ class CausalSelfAttention(nn.Module):
         """x: [B, T, C]. With ``cache``, x holds only the new positions, which attend to every cached one."""
         if cache is not None:
             return self.proj(self._cached(x, cache))
+        if self.conv is not None:
+            x = self.conv(x)
         y = causal_attention(x, self.qkv.weight, self.qkv.bias, self.proj.weight, self.proj.bias, self.n_head,
                              self.dropout if self.training else 0.0, self.window)
         return self.resid_dropout(y)
 
     def cache_problem(self) -> str | None:
         """Why this attention cannot decode with a KV cache, or None: the one rule (odebook.models.lm asks it too)."""
+        if self.conv is not None:
+            return "a short convolution in front (the KV cache holds no convolution state)"
         return None if self.window is None else "a sliding window (the KV cache is for full causal attention)"
 
     def _cached(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:

@@ -11,7 +11,7 @@ from odebook.models.local_paths import LOCAL_PATHS
 from odebook.params.lm import LMParams
 from odebook.params.schema import spec
 
-__all__ = ["RetrievalParams", "GDNScalingParams", "MixedTrainingParams", "SERIES"]
+__all__ = ["RetrievalParams", "GDNScalingParams", "MixedTrainingParams", "SERIES", "MQAR_KINDS"]
 
 
 def _niah_length_problems(ks: list[int], curriculum: list[int], tokenizer: str, max_seq_len: int) -> list[str]:
@@ -63,6 +63,9 @@ class RetrievalParams(LMParams):
 
 
 SERIES = {"hybrid": lambda layers: "G" * layers + "S", "gdn": lambda layers: "G" * layers}
+# Study 03's MQAR stacks, one letter a layer (odebook.models.lm.pattern_lm); the attention stack, the positive control,
+# has the GDN's short convolution in front, as the GDN stacks do (the two then differ in their memory only).
+MQAR_KINDS = {"gdn": "G", "no state": "S", "attention": "C"}
 
 
 @dataclasses.dataclass
@@ -95,7 +98,10 @@ class GDNScalingParams(RetrievalParams):
     mqar_seq_len: int = spec(256, ge=8, help="MQAR: tokens per sequence")
     mqar_batch_size: int = spec(64, ge=1)
     mqar_steps: int = spec(3000, ge=1)
-    mqar_lr: float = spec(3e-3, gt=0.0, le=1.0)
+    mqar_lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3, 1e-2], gt=0.0, le=1.0, min_len=2,
+                                     help="MQAR: learning rates tried per arm on a tuning seed apart (Zoology tries 4)")
+    mqar_lr_extensions: int = spec(1, ge=0, le=4, help="MQAR: times an arm's grid is extended one step past the edge "
+                                                       "it chose (odebook.study.lr_grid)")
     mqar_power_a: float = spec(0.1, gt=0.0, le=1.0, help="MQAR: the query gaps' power law (smaller: nearer queries)")
     mqar_eval_batches: int = spec(8, ge=1, help="MQAR: evaluation batches per k")
     mqar_margin: float = spec(0.1, gt=0.0, le=1.0, help="MQAR claims: the smallest accuracy difference of interest")
@@ -126,15 +132,18 @@ class GDNScalingParams(RetrievalParams):
                           f"{4 * longest - 1} tokens")
         return errors
 
-    def mqar_config(self, d: int, *, control: bool = False) -> PatternConfig:
-        """An MQAR stack on MQAR's own vocabulary: GDN layers at width ``d``, or (``control``) the no-state control —
-        sliding-window layers of window ``mqar_control_window``, which see no pair farther back than that."""
+    def mqar_config(self, d: int, kind: str = "gdn") -> PatternConfig:
+        """An MQAR stack of ``mqar_layers`` layers at width ``d`` on MQAR's own vocabulary, by ``kind``: "gdn" (GDN
+        layers), "no state" (the control: sliding-window layers of window ``mqar_control_window``, which see no pair
+        farther back than that) or "attention" (full causal attention, the positive control)."""
         from odebook.data.mqar import Vocab
 
-        pattern = ("S" if control else "G") * self.mqar_layers
+        if kind not in MQAR_KINDS:
+            raise ValueError(f"unknown MQAR stack {kind!r}; allowed: {', '.join(MQAR_KINDS)}")
+        pattern = MQAR_KINDS[kind] * self.mqar_layers
         return dataclasses.replace(self.model_config(pattern, d_model=d), vocab_size=Vocab(self.mqar_keys).size,
                                    max_seq_len=self.mqar_seq_len,
-                                   window=self.mqar_control_window if control else self.window)
+                                   window=self.mqar_control_window if kind == "no state" else self.window)
 
     def size_config(self, i: int, series: str) -> PatternConfig:
         """Ladder size ``i`` in ``series`` (the hybrid's S layer reads the state with no bottleneck)."""

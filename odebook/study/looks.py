@@ -10,7 +10,8 @@ primaries). With looks, each of the m primary claims is decided at α/m (Bonferr
 Holm, which would need a group-sequential Holm procedure). When every primary claim rests on a gate (a calibration)
 that has come out not held, the looks stop there and those claims read "not testable at this scale" with the gate's
 numbers. The gate is a test with error: more seeds could move it, and a study that can afford them declares more
-seeds before its first look, or the gate's own level (``Claim.alpha``).
+seeds before its first look, or the gate's own level (``Claim.alpha``). A claim whose negative control came out held
+is void the same way (``void_by_controls``): its test called a difference built to be null an effect.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from odebook.study.claims import TESTED, Claim, Settled, seeds_needed, settle
 from odebook.study.stats import NEEDS
 from odebook.study.sequential import Decision, decide_all
 
-__all__ = ["Looked", "run_in_looks", "settle_looked"]
+__all__ = ["Looked", "run_in_looks", "settle_looked", "void_by_controls"]
 
 
 @dataclass(frozen=True)
@@ -71,17 +72,29 @@ def settle_looked(claims: Sequence[Claim], values: Mapping[str, Sequence[float]]
     return out
 
 
+def void_by_controls(settled: Sequence[Settled]) -> list[Settled]:
+    """Each claim whose negative control (``Claim.controls``) came out held reads "not testable at this scale": the
+    test that settled it called a difference built to be null an effect, so its outcome cannot be told from that
+    test's error. The note names the control and keeps what the claim's own test said."""
+    held = {s.claim.controls: s.claim.name for s in settled if s.claim.controls and s.outcome == "held"}
+    return [replace(s, outcome="not testable at this scale", needs=(None, None),
+                    note="; ".join(x for x in (f"void: its negative control held ({held[s.claim.name]!r}); as tested "
+                                               f"it was {s.outcome}", s.note) if x))
+            if s.claim.name in held else s for s in settled]
+
+
 def run_in_looks(run: Callable[[Sequence[int], list], list], claims: Sequence[Claim],
                  values_of: Callable[[list], Mapping[str, Sequence[float]]], *, seeds: Sequence[int],
                  looks: Sequence[int] = (), alpha: float = 0.05, power: float = 0.8) -> Looked:
     """``run(seeds, done)`` runs every arm on ``seeds`` reusing the runs in ``done`` and returns all of them (e.g.
     ``experiment.run_seeds`` with its options bound); ``values_of(runs)`` gives each comparison's per-seed
     differences (``claims.paired``), in seed order. ``looks``: the interim seed counts, below ``len(seeds)``, the
-    cap."""
+    cap. A claim whose negative control held is void (``void_by_controls``)."""
     seeds = list(seeds)
     if not looks:
         runs = run(seeds, [])
-        return Looked(runs, {}, settle(claims, values_of(runs), alpha=alpha, power=power), len(seeds))
+        return Looked(runs, {}, void_by_controls(settle(claims, values_of(runs), alpha=alpha, power=power)),
+                      len(seeds))
     if list(looks) != sorted(set(looks)) or looks[-1] >= len(seeds):
         raise ValueError(f"looks must increase and stay below the {len(seeds)} seeds (the cap), got {list(looks)}")
     plan, runs, n = [*looks, len(seeds)], [], looks[0]
@@ -95,8 +108,8 @@ def run_in_looks(run: Callable[[Sequence[int], list], list], claims: Sequence[Cl
                    "so they read \"not testable at this scale\"; the looks below would have continued" if gated else
                    f"Stopped at {n} of {len(seeds)} seeds: every primary claim " +
                    ("had its decision by the cap" if n == len(seeds) else "crossed a boundary"))
-            return Looked(runs, decisions, settle_looked(claims, values, decisions, alpha=alpha, power=power), n,
-                          why)
+            settled = settle_looked(claims, values, decisions, alpha=alpha, power=power)
+            return Looked(runs, decisions, void_by_controls(settled), n, why)
         n = next_n
 
 

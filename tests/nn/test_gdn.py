@@ -11,7 +11,7 @@ from causality import assert_causal
 V, D, H, T = 50, 32, 4, 40
 
 
-@pytest.mark.parametrize("pattern", ["G", "GGS", "GGGGGS", "GA", "S"])
+@pytest.mark.parametrize("pattern", ["G", "GGS", "GGGGGS", "GA", "S", "CC", "GC"])
 def test_pattern_models_are_causal(pattern):
     torch.manual_seed(0)
     model = models.pattern_lm(pattern, vocab_size=V, d_model=D, n_head=H, max_seq_len=T, window=8)
@@ -74,3 +74,18 @@ def test_gdn_returns_the_state_that_continues_the_sequence():
     first = layer(x[:, :17])
     second = layer(x[:, 17:], initial_state=first.state).y
     torch.testing.assert_close(torch.cat([first.y, second], 1), whole, atol=1e-5, rtol=1e-5)
+
+
+def test_attention_behind_the_short_convolution_is_attention_of_the_convolved_input():
+    from odebook.nn.attention import CausalSelfAttention
+
+    torch.manual_seed(0)
+    fronted = CausalSelfAttention(d_model=D, n_head=H, conv_width=4)
+    plain = CausalSelfAttention(d_model=D, n_head=H)
+    plain.load_state_dict({k: v for k, v in fronted.state_dict().items() if not k.startswith("conv.")})
+    x = torch.randn(2, T, D)
+    q, k, v = plain.heads(fronted.conv(x))
+    reference = plain.proj(attention_reference(q, k, v).transpose(1, 2).reshape(2, T, D))
+    torch.testing.assert_close(fronted(x), reference, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(fronted(x), plain(x), atol=1e-3)  # the front does change the input
+    assert fronted.cache_problem() and plain.cache_problem() is None  # no KV-cache decoding through a convolution

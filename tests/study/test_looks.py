@@ -100,3 +100,22 @@ def test_an_ablation_that_changes_nothing_stops_for_futility_at_the_first_look()
     looked = run_in_looks(run, [claim], values_of, seeds=range(5), looks=[3])
     (s,) = looked.settled
     assert calls == [[0, 1, 2]] and s.outcome == "not held" and "futility at 3 seeds" in s.evidence()
+
+
+def test_a_claim_whose_negative_control_holds_is_void_and_says_what_its_own_test_said():
+    from odebook.study.claims import negative_control
+
+    claim = Claim("better", "superiority", margin=0.5)
+    effect = [-3.0, -3.1, -2.9, -3.05, -2.95, -3.0]
+    for control_diffs, void in (([-2.0, -2.1, -1.9, -2.05, -1.95, -2.0], True),  # the null case called an effect
+                                ([0.01, -0.02, 0.0, 0.02, -0.01, 0.0], False)):
+        run, values_of, _ = _study({"better": effect, "twin": control_diffs})
+        control = negative_control(claim, "twin", "better than its twin")
+        for looks in ([3], []):
+            settled = {s.claim.name: s for s in run_in_looks(run, [claim, control], values_of, seeds=range(6),
+                                                             looks=looks).settled}
+            s = settled["better"]
+            assert settled[control.name].outcome == ("held" if void else "not held")
+            assert s.outcome == ("not testable at this scale" if void else "held")
+            assert ("void: its negative control held ('negative control: better than its twin'); as tested it was "
+                    "held" in s.note) == void

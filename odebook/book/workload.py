@@ -183,8 +183,8 @@ def _mqar(p: Params) -> list[Runs]:
     sets = len(p.mqar_eval_ks) + 1
     forwards = (evaluations(p.mqar_steps, p.eval_interval) * len(p.mqar_eval_ks) + 2 * sets) * p.mqar_eval_batches
     work = (Work(p.mqar_steps, batch), Work(forwards, batch, train=False))
-    arms = ([("gdn", p.mqar_config(d).build) for d in p.mqar_d] + [("swa", p.mqar_config(p.mqar_d[0], "no state").build),
-                                                                   ("gpt", p.mqar_config(p.mqar_d[-1], "attention").build)])
+    arms = [*(("gdn", p.mqar_config(d).build) for d in p.mqar_d), ("swa", p.mqar_config(p.mqar_d[0], "no state").build),
+            ("gpt", p.mqar_config(p.mqar_d[-1], "attention").build)]
     tried = len(p.mqar_lr_grid) + p.mqar_lr_extensions
     return [Runs(family, build, n, work, part=part) for family, build in arms
             for n, part in ((tried, "MQAR lr grid"), (p.n_seeds, "MQAR"))]

@@ -89,7 +89,8 @@ class GDNScalingParams(RetrievalParams):
     niah_steps: int = spec(1500, ge=1, help="retrieval training steps per size, over the whole curriculum")
     mqar_keys: int = spec(64, ge=4, help="MQAR (odebook.data.mqar): keys, and as many values, in its own vocabulary")
     mqar_d: list[int] = spec([64, 128, 256], ge=8, min_len=2,
-                             help="MQAR: widths of the GDN-only stacks, smallest first (a layer's state: width² / n_head)")
+                             help="MQAR: widths of the GDN-only stacks, smallest first (a layer's state: width² / "
+                                  "n_head)")
     mqar_layers: int = spec(2, ge=1, help="MQAR: layers of every stack, the no-state control's included")
     mqar_control_window: int = spec(4, ge=1, help="MQAR: the no-state control's sliding window (S layers)")
     mqar_train_ks: list[int] = spec([4, 8, 16, 32, 64], ge=1, help="MQAR: pairs per sequence in training, in turn")
@@ -159,7 +160,8 @@ class MixedTrainingParams(RetrievalParams):
 
     study: ClassVar[str] = "04_mixed_training"
 
-    corpus: str = spec("tinystories", choices=("tinystories",), help="the language-model corpus (checked before compute)")
+    corpus: str = spec("tinystories", choices=("tinystories",),
+                       help="the language-model corpus (checked before compute)")
     pattern: str = spec("GGGGGS", help="G = Gated DeltaNet, S = sliding-window attention reading the GDN state")
     d_model: int = spec(256, ge=8)
     bottlenecks: list[str] = spec(["static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted"],

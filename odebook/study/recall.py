@@ -3,9 +3,10 @@ at each number of pairs k, and the accuracy at the query positions — the curve
 study 01's task that needs a second layer.
 
 Training draws each batch's k from ``train_ks`` in turn (every model of a seed sees the same stream, so seeds pair);
-validation (the loss a learning-rate grid chooses on) is every evaluated k's sets together; evaluation holds ``eval_batches`` fixed batches per k from a generator no training seed uses, and a set of held-out
-pairs (each key bound to the one value training never binds it to). A run's ``scores`` are its accuracies: one per
-k, and the held-out pairs' at the largest k.
+validation (the loss a learning-rate grid chooses on) is every evaluated k's sets together; evaluation holds
+``eval_batches`` fixed batches per k from a generator no training seed uses, and a set of held-out pairs (each key
+bound to the one value training never binds it to). A run's ``scores`` are its accuracies: one per k, and the
+held-out pairs' at the largest k.
 """
 
 from __future__ import annotations

@@ -22,7 +22,9 @@
 #
 # **Capacity, as the field measures it.** The primary question is how many bindings a GDN state holds, read from
 # accuracy curves of multi-query associative recall (MQAR, the Zoology testbed) against the number of pairs and the
-# state's size, beside a no-state control trained the same way; three primary claims, seeds in looks (below).
+# state's size — measured above the best shortcut a model that binds nothing can take, beside full attention (the
+# positive control, which keeps every pair) and a no-state control trained the same way; three primary claims, each
+# beside a negative control that binds nothing, seeds in looks (below).
 #
 # **What a GDN-only ablation can and cannot show.** In a stack of GDN layers nothing but the state (and a 4-token
 # convolution) carries information between distant tokens, so zeroing the read-out leaves a constant guess: the

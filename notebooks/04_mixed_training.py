@@ -19,9 +19,14 @@
 # **Question.** In the source, a hybrid of five Gated DeltaNet layers and one sliding-window attention (SWA) layer
 # learned fluent text but ignored its GDN state (Delta ≈ 0 when the state was zeroed) until its local attention path
 # was stochastically dropped and it was trained on retrieval; mixed language-model + retrieval training reached
-# "PPL 2.2, Delta +88". Its perplexity came from training loss, its retrieval test used one fact per prompt (copying
-# the only colour solved it), and its SWA layer read the GDN layer's *final* state, which shows every position the
-# whole sequence during language-model training (the likeliest reason for its perplexities).
+# "PPL 2.2, Delta +88". Its perplexity came from training loss; its retrieval test used one fact per prompt, whose
+# colour a model could copy from the context — the prompt's distractor "The sky is blue." adds a second colour word,
+# so copying is right about half the time, not always; and its SWA layer read the GDN layer's *final* state, which
+# shows every position the whole sequence during language-model training (the likeliest reason for its
+# perplexities). The source scored a hit when the colour was among the **top 5** of GPT-2's 50,257 logits, with 8
+# colours: its "Delta +88" is a top-5 figure, not comparable with this book's **top-1** accuracies. The book does not
+# score top-5: with 8 colours a model that ranks the colour words first but binds nothing is right 5 times in 8 by
+# top-5, so at this book's k a top-5 hit cannot tell binding from knowing which words are colours.
 #
 # **This rerun.** The SWA layer reads the last GDN layer's state causally (position by position) with queries made by
 # that layer's key projection, mixed into its local attention through a learned gate. The local-path arms are the

@@ -168,11 +168,16 @@ def _gdn_scaling(p: Params, tok: Tokenizer) -> list[Runs]:
     return ladder + niah + _mqar(p)
 
 
+SCORING_BATCHES = 16  # odebook.study.recall.SCORING_BATCHES, held equal by a test: importing recall here would make
+# every study's report depend on it (odebook.book.code_hash follows the budget's imports)
+
+
 def _mqar(p: Params) -> list[Runs]:
     """Study 03's MQAR arms (a GDN stack per width, the no-state control, full attention at the largest width), each
     on its learning-rate grid (every extension it may take) and then every seed: training steps on sequences of
     ``mqar_seq_len`` tokens (the same cost at every k), the validation passes (every k's sets), and the scoring of
-    every k and the held-out pairs, normal and with the state zeroed (odebook.study.recall)."""
+    every k and the held-out pairs, and of the first queries (odebook.study.recall.scoring_sets) as drawn and
+    re-bound, normal and with the state zeroed."""
     vocab = mqar.Vocab(p.mqar_keys)
 
     def batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -181,7 +186,8 @@ def _mqar(p: Params) -> list[Runs]:
         return b.x, b.y
 
     sets = len(p.mqar_eval_ks) + 1
-    forwards = (evaluations(p.mqar_steps, p.eval_interval) * len(p.mqar_eval_ks) + 2 * sets) * p.mqar_eval_batches
+    forwards = ((evaluations(p.mqar_steps, p.eval_interval) * len(p.mqar_eval_ks) + sets) * p.mqar_eval_batches
+                + 4 * SCORING_BATCHES * len(p.mqar_eval_ks))
     work = (Work(p.mqar_steps, batch), Work(forwards, batch, train=False))
     arms = [*(("gdn", p.mqar_config(d).build) for d in p.mqar_d), ("swa", p.mqar_config(p.mqar_d[0], "no state").build),
             ("gpt", p.mqar_config(p.mqar_d[-1], "attention").build)]

@@ -6,7 +6,14 @@ Training draws each batch's k from ``train_ks`` in turn (every model of a seed s
 validation (the loss a learning-rate grid chooses on) is every evaluated k's sets together; evaluation holds
 ``eval_batches`` fixed batches per k from a generator no training seed uses, and a set of held-out pairs (each key
 bound to the one value training never binds it to). A run's ``scores`` are its accuracies: one per k, and the
-held-out pairs' at the largest k.
+held-out pairs' at the largest k; given ``first`` sets (``scoring_sets``), the accuracy at each sequence's first
+query per k too, on the sequences as drawn and re-bound, and under each ablation named.
+
+*The first query* is where a model that binds nothing has nothing given away (later queries can be answered by
+elimination: the values not yet given): its best there is the context's most frequent value other than the one the
+queried key is never bound to (``non_binder``). A *re-bound* batch (``rebound``) rotates the pairs' values among the
+pairs' keys and keeps the answers: its context holds the same values, so a model that binds nothing answers it as
+before, while binding now points to a wrong value.
 """
 
 from __future__ import annotations
@@ -21,9 +28,11 @@ from odebook.nn.gdn import Ablation
 from odebook.nn.linear_ce import IGNORE_INDEX
 from odebook.study.task import Task
 
-__all__ = ["EVAL_SEED", "stream", "eval_sets", "accuracy", "shortcut", "mqar_task"]
+__all__ = ["EVAL_SEED", "SCORING_BATCHES", "stream", "eval_sets", "scoring_sets", "rebound", "non_binder", "accuracy",
+           "first_accuracy", "first_name", "mqar_task"]
 
 EVAL_SEED = 2**31 - 1  # the evaluation sets' generator; training streams use the run's seed
+SCORING_BATCHES = 16  # first-query scoring batches per k (scoring_sets)
 
 
 def stream(seed: int, *, vocab: mqar.Vocab, ks: Sequence[int], batch_size: int, seq_len: int,
@@ -51,53 +60,89 @@ def eval_sets(*, vocab: mqar.Vocab, ks: Sequence[int], batch_size: int, seq_len:
     return {**sets, "test": some(max(ks))} if test else sets
 
 
+def scoring_sets(*, vocab: mqar.Vocab, ks: Sequence[int], batch_size: int, seq_len: int, power_a: float,
+                 seed: int, batches: int = SCORING_BATCHES) -> dict[int, list[mqar.Batch]]:
+    """``batches`` batches per k from the generator ``seed``: sets of their own for the first-query scores, apart
+    from the validation sets a learning rate is chosen on (``eval_sets``) and from every training stream."""
+    g = torch.Generator().manual_seed(seed)
+    return {k: [mqar.make_batch(batch_size, vocab=vocab, k=k, seq_len=seq_len, generator=g, power_a=power_a)
+                for _ in range(batches)] for k in ks}
+
+
+def rebound(batch: mqar.Batch) -> mqar.Batch:
+    """``batch`` with each pair's value moved to the next pair (the last to the first) in the context, the queries
+    and their answers (``y``, ``keys``, ``values``: as first bound) unchanged."""
+    x, k = batch.x.clone(), batch.keys.shape[1]
+    x[:, 1:2 * k:2] = x[:, 1:2 * k:2].roll(1, dims=1)
+    return mqar.Batch(x, batch.y, batch.queries, batch.keys, batch.values)
+
+
+def non_binder(batch: mqar.Batch, vocab: mqar.Vocab) -> float:
+    """The best accuracy at each sequence's first query without binding: the context's most frequent value (ties:
+    the smallest token) other than the value the queried key is never bound to (``mqar.Vocab.held_out``)."""
+    rows, first, k = torch.arange(len(batch.x)), batch.queries[:, 0], batch.keys.shape[1]
+    counts = torch.nn.functional.one_hot(batch.x[:, 1:2 * k:2], vocab.size).sum(1)
+    counts[rows, vocab.value(vocab.held_out(batch.x[rows, first] - 1))] = -1
+    return float((counts.argmax(1) == batch.y[rows, first]).float().mean())
+
+
 @torch.no_grad()
-def accuracy(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor]], device: torch.device, *,
-             ablation: Ablation | None = None) -> float:
-    """Top-1 accuracy of ``model``'s next-token logits at the labelled (query) positions of ``batches``; with
-    ``ablation``, of the forward pass that replaces what it names (odebook.nn.gdn.Ablation)."""
+def accuracy(model: nn.Module, batches: Sequence[tuple[torch.Tensor, torch.Tensor]], device: torch.device) -> float:
+    """Top-1 accuracy of ``model``'s next-token logits at the labelled (query) positions of ``batches``."""
     was, hits, total = model.training, 0, 0
     model.eval()
     for x, y in batches:
-        logits = model(x.to(device)) if ablation is None else model(x.to(device), ablation=ablation)
         labelled = y.to(device) != IGNORE_INDEX
-        hits += int((logits.argmax(-1)[labelled] == y.to(device)[labelled]).sum())
+        hits += int((model(x.to(device)).argmax(-1)[labelled] == y.to(device)[labelled]).sum())
         total += int(labelled.sum())
     model.train(was)
     return hits / total
 
 
-def shortcut(sets: Mapping[str, Sequence[tuple[torch.Tensor, torch.Tensor]]]) -> dict[str, float]:
-    """The best shortcut's accuracy on each of ``eval_sets``' sets, the very sequences a model is scored on: every
-    query answered with its context's most frequent value (odebook.data.mqar.shortcut_accuracy), read off the pairs
-    that open each sequence (key, value, key, value, …: the values at the odd places before the first query)."""
-    out = {}
-    for name, batches in sets.items():
-        hits = total = 0
-        for x, y in batches:
-            k = int((y[0] != IGNORE_INDEX).sum())  # every key is asked once
-            values = x[:, 1:2 * k:2]
-            guess = torch.nn.functional.one_hot(values, int(values.max()) + 1).sum(1).argmax(1)  # ties: the smallest
-            hits, total = hits + int((values == guess[:, None]).sum()), total + values.numel()
-        out[name] = hits / total
-    return out
+@torch.no_grad()
+def first_accuracy(model: nn.Module, batches: Sequence[mqar.Batch], device: torch.device, *,
+                   ablation: Ablation | None = None) -> float:
+    """Top-1 accuracy of ``model`` at each sequence's first query (its answer: the value first bound to the key);
+    with ``ablation``, of the forward pass that replaces what it names (odebook.nn.gdn.Ablation)."""
+    was, hits, total = model.training, 0, 0
+    model.eval()
+    for b in batches:
+        rows, first = torch.arange(len(b.x)), b.queries[:, 0]
+        logits = model(b.x.to(device)) if ablation is None else model(b.x.to(device), ablation=ablation)
+        hits += int((logits[rows, first.to(device)].argmax(-1).cpu() == b.y[rows, first]).sum())
+        total += len(b.x)
+    model.train(was)
+    return hits / total
+
+
+def first_name(k: int, *, ablation: str = "", rebound: bool = False) -> str:
+    """The name of a first-query score in ``mqar_task``'s scores: "[<ablation>: ]first k=<k>[, re-bound]"."""
+    return f"{ablation}: " * bool(ablation) + f"first k={k}" + ", re-bound" * rebound
 
 
 def mqar_task(*, vocab: mqar.Vocab, train_ks: Sequence[int], eval_ks: Sequence[int], batch_size: int, seq_len: int,
               eval_batches: int, power_a: float, device: torch.device, test: bool = False,
+              first: Mapping[int, Sequence[mqar.Batch]] | None = None,
               ablations: Mapping[str, Ablation] | None = None) -> Task:
     """MQAR for ``experiment.run_seeds``: validation loss on every k's set during training (what a learning-rate
-    grid chooses on); ``run.scores`` maps each evaluation set's name to the trained model's accuracy on it, and, for
-    each of ``ablations`` (name → odebook.nn.gdn.Ablation), "<name>: <set>" to its accuracy under that ablation. With
-    ``test``, a test set at the largest k (``eval_sets``) is scored once for ``run.test_loss`` (the loss at the
+    grid chooses on); ``run.scores`` maps each evaluation set's name to the trained model's accuracy on it and, for
+    each k of ``first`` (``scoring_sets``), ``first_name(k, ablation=…, rebound=…)`` to its first-query accuracy on
+    those sequences as drawn and re-bound, normal and under each of ``ablations`` (name → odebook.nn.gdn.Ablation).
+    With ``test``, a test set at the largest k (``eval_sets``) is scored once for ``run.test_loss`` (the loss at the
     answers) and is not among the scores."""
     sets = eval_sets(vocab=vocab, ks=eval_ks, batch_size=batch_size, seq_len=seq_len, batches=eval_batches,
                      power_a=power_a, test=test)
     held_out = sets.pop("test", None)
+    again = {k: [rebound(b) for b in batches] for k, batches in (first or {}).items()}
 
     def score(run) -> dict[str, float]:
-        return {f"{how}: {name}" if ablation else name: accuracy(run.module, b, device, ablation=ablation)
-                for how, ablation in {"": None, **(ablations or {})}.items() for name, b in sets.items()}
+        scores = {name: accuracy(run.module, b, device) for name, b in sets.items()}
+        for how, ablation in {"": None, **(ablations or {})}.items():
+            for k, batches in (first or {}).items():
+                scores[first_name(k, ablation=how)] = first_accuracy(run.module, batches, device, ablation=ablation)
+                scores[first_name(k, ablation=how, rebound=True)] = first_accuracy(run.module, again[k], device,
+                                                                                   ablation=ablation)
+        return scores
 
     return Task(batches=lambda seed: stream(seed, vocab=vocab, ks=train_ks, batch_size=batch_size, seq_len=seq_len,
                                             power_a=power_a),
@@ -105,4 +150,3 @@ def mqar_task(*, vocab: mqar.Vocab, train_ks: Sequence[int], eval_ks: Sequence[i
                 key={"data": f"MQAR, {vocab.n_keys} keys, train k {list(train_ks)}, power {power_a}",
                      "batch": (batch_size, seq_len, eval_batches), "valid": f"k {list(eval_ks)}"},
                 tokens_per_step=batch_size * seq_len)
-

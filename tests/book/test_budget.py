@@ -258,3 +258,9 @@ def test_others_counts_what_other_processes_took_while_a_block_ran():
         other.kill()
         other.wait()
     assert 0.6 < theirs["cores"] < 1.4, theirs
+
+
+def test_the_cost_model_scores_as_many_first_query_batches_as_study_03():
+    from odebook.study import recall  # not at the top: the cost model itself must not import it
+
+    assert workload.SCORING_BATCHES == recall.SCORING_BATCHES

@@ -334,3 +334,13 @@ def test_a_failed_notebooks_error_is_shown_as_its_lines_not_joined_into_one(tmp_
     assert len(lines) == ERROR_LINES + 2 and lines[-1].startswith("… 61 more lines")
     assert str(tmp_path / "01.failed" / "manifest.json") in lines[-1]
     assert error_lines("cell [3] raised ValueError: bad", tmp_path) == ["cell [3] raised ValueError: bad"]
+
+
+def test_only_a_run_that_trains_everything_calibrates_the_budget(tmp_path):
+    checkpoints = tmp_path / "01_x" / "checkpoints"
+    assert runner.calibrates(checkpoints, fresh=False)  # nothing stored: every run trains
+    checkpoints.mkdir(parents=True)
+    assert runner.calibrates(checkpoints, fresh=False)  # an empty folder: the same
+    (checkpoints / "run.pt").write_bytes(b"")
+    assert not runner.calibrates(checkpoints, fresh=False)  # runs it may reuse: seconds for minutes
+    assert runner.calibrates(checkpoints, fresh=True)  # fresh: they are ignored

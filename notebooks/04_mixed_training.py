@@ -57,7 +57,14 @@
 # resampled (no memory of this prompt) against the control. (1) has none yet: every ablation this book has of a model
 # without the read leaves the read's test identically zero, which cannot fail anything. Secondary (Holm over their
 # family): the state-read drop of every other arm and regime (each on its arm's gate), the drop when every read of the
-# state is resampled, and "stochastic local drop is essential" (its drop above a static arm's).
+# state is resampled, and "stochastic local drop is essential" (its drop above a static arm's). **What this design
+# cannot yet separate** (a second reader, before this run): the no-state control's three layers of window `window` reach
+# 3 × (`window` − 1) tokens back — at the cpu profile's 24, 69 tokens, beyond the 'far' facts' 39–51 — so it is
+# stateless beyond one layer's window, not beyond the stack's; its attention has no short convolution in front (study
+# 03's pilot: attention without it did not learn recall in 2,400 steps, with it in 800), which may be why it answers
+# inside facts below the shortcut; and the hybrid's GDN layers answer every fact themselves, leaving the window layer
+# nothing to do. A control of fewer layers or a narrower window, with the convolution, and a hybrid whose state reaches
+# the output only through the window layer's read are the next design; until then the gates say what this one can test.
 #
 # **Where this departs from the source.** Its SWA layer read the GDN layer's *final* state, which shows every
 # position the whole sequence (a leak from the future in language-model training); here the read is causal, so its

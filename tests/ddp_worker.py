@@ -1,4 +1,5 @@
-"""A training run that tests start in several processes (odebook.training.distributed.launch needs an importable function)."""
+"""A training run that tests start in several processes (odebook.training.distributed.launch needs an importable
+function)."""
 
 import os
 import signal
@@ -40,7 +41,8 @@ def run(steps: int, checkpoint: str | None = None, interval: int = 0, stop_after
     hist = train(model, stream(seed, stop_after), fixed_batches(TOKENS, 2, 4, 16),
                  TrainConfig(steps=steps, lr=1e-2, eval_interval=2, checkpoint_interval=interval),
                  precision, progress=False, checkpoint=checkpoint, fingerprint="test")
-    return hist.loss, hist.grad_norm["total"], hist.eval_loss, {k: v.cpu().clone() for k, v in model.state_dict().items()}
+    weights = {k: v.cpu().clone() for k, v in model.state_dict().items()}
+    return hist.loss, hist.grad_norm["total"], hist.eval_loss, weights
 
 
 def freeze_rank_one(after: int = 3) -> None:

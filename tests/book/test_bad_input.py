@@ -76,7 +76,8 @@ def _bad_values(tp) -> dict[str, object]:
     if typing.get_origin(tp) is list:
         (inner,) = typing.get_args(tp)
         return {"empty list": [], "null": None, "nan": [float("nan")], "wrong type": "seven",
-                "null entry": [None], "huge": [10**30] if inner is int else [1e308] if inner is float else ["x" * 10**4]}
+                "null entry": [None],
+                "huge": [10**30] if inner is int else [1e308] if inner is float else ["x" * 10**4]}
     return {"empty list": [], "null": None, "nan": float("nan"), "wrong type": wrong[tp], "nested": {"a": 1},
             "huge": 10**30 if tp in (int, float) else "x" * 10**4}
 

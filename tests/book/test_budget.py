@@ -242,7 +242,8 @@ def test_others_counts_what_other_processes_took_while_a_block_ran():
             sum(range(1000))
     assert mine["cores"] < 0.5, mine
     with machine_load.others() as theirs:
-        child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 3: pass"])
+        spin = "import time\nt = time.time()\nwhile time.time() - t < 3: pass"
+        child = subprocess.Popen([sys.executable, "-c", spin])
         time.sleep(1.5)
         child.kill()
         child.wait()

@@ -31,8 +31,8 @@ def _published(book) -> tuple:
     out = book.outputs / "smoke" / "90_ok"
     nb = nbformat.read(out / "90_ok.ipynb", as_version=4)
     cells = [(c.execution_count, [o.get("text", "") for o in c.outputs]) for c in nb.cells if c.cell_type == "code"]
-    return (cells, json.loads((out / "results.json").read_text()), json.loads((out / "manifest.json").read_text())["status"],
-            json.loads((out / "where.json").read_text()))
+    read = lambda name: json.loads((out / name).read_text())  # noqa: E731
+    return cells, read("results.json"), read("manifest.json")["status"], read("where.json")
 
 
 @pytest.mark.slow
@@ -100,7 +100,8 @@ def test_output_dir_in_a_profile_file_is_refused(book, capsys):
     assert "output_dir" in {f for f in monkey.__dataclass_fields__}
     assert runner.main(["--root", str(book.notebooks.parent), "--profile", "smoke", "90_ok"]) == 2
     err = capsys.readouterr().err
-    assert "90_ok.yaml: key 'output_dir' is set by the runner" in err and not (book.outputs / "smoke" / "90_ok").exists()
+    assert "90_ok.yaml: key 'output_dir' is set by the runner" in err
+    assert not (book.outputs / "smoke" / "90_ok").exists()
 
 
 def test_ctrl_c_ends_with_one_line_and_keeps_earlier_outputs(book, capsys, monkeypatch):

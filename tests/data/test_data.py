@@ -38,7 +38,8 @@ def test_tokenize_reports_counts():
 
 def test_missing_mirror_files_give_a_message_that_says_how(monkeypatch, tmp_path):
     monkeypatch.setenv("ODEBOOK_DATA", str(tmp_path))
-    with pytest.raises(data.DataError, match="has no wikitext-2/wiki.train.tokens.*wiki.valid.tokens.*tiktoken.*set ODEBOOK_DATA"):
+    says = "has no wikitext-2/wiki.train.tokens.*wiki.valid.tokens.*tiktoken.*set ODEBOOK_DATA"
+    with pytest.raises(data.DataError, match=says):
         data.check_data("wikitext2", "gpt2")
     monkeypatch.setenv("ODEBOOK_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(data.DataError, match="is not a directory"):

@@ -30,7 +30,8 @@ def _readme_prose(root) -> str:
 def test_the_readme_is_short_and_undated(root):
     """A newcomer reads it in ten minutes: measurements, dated notes and recipes live in docs/."""
     lines = (root / "README.md").read_text(encoding="utf-8").splitlines()
-    assert len(lines) <= README_LINES, f"README.md has {len(lines)} lines (at most {README_LINES}); move detail to docs/"
+    assert len(lines) <= README_LINES, \
+        f"README.md has {len(lines)} lines (at most {README_LINES}); move detail to docs/"
     dated = [line for line in _readme_prose(root).splitlines() if DATED.search(line)]
     assert not dated, "dated prose in README (it belongs in docs/ or CHANGELOG.md):\n" + "\n".join(dated)
 

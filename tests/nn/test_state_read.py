@@ -113,7 +113,8 @@ def test_a_mean_or_resampled_state_read_replaces_the_read_alone_by_what_it_names
     model = hybrid().eval()
     reader = state_reader(model)
     seen = {}
-    reader.register_forward_pre_hook(lambda mod, args, kw: seen.update(h=args[0], writes=kw["writes"]), with_kwargs=True)
+    reader.register_forward_pre_hook(lambda mod, args, kw: seen.update(h=args[0], writes=kw["writes"]),
+                                     with_kwargs=True)
     x = torch.randint(0, V, (3, T))
     outs, _ = _parts(model, x, models.Ablation(state_read=mode))
     h, writes = seen["h"], seen["writes"]

@@ -15,8 +15,8 @@ LIMIT_S = TIMEOUT_S + 12  # stated bound from the stop to the job's end: the tim
 
 @pytest.mark.slow
 def test_a_stopped_rank_ends_the_job_with_a_message_naming_it(root):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "--monitor-interval=0.5",
-           "-m", "ddp_worker"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "--monitor-interval=0.5", "-m", "ddp_worker"]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ODEBOOK_COLLECTIVE_TIMEOUT_S": str(TIMEOUT_S),
            "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=root, env=env)

@@ -392,21 +392,16 @@ for d, cap in capacities.items():
 
 # %%
 fig, (ax_c, ax_s) = plots.figure(2)
-for j, arm in enumerate(mqar_arms):
-    t_ = mqar_table.loc[arm]
-    ax_c.errorbar(np.asarray(ks) * (1 + 0.03 * j), t_["first query"],
-                  yerr=[t_["first query"] - t_["seed lo"], t_["seed hi"] - t_["first query"]], fmt="o-", capsize=3,
-                  label=arm, color=f"C{j}")
+for ax, col, lo, hi in ((ax_c, "first query", "seed lo", "seed hi"), (ax_s, "binding", "binding lo", "binding hi")):
+    for j, arm in enumerate(mqar_arms):
+        t_ = mqar_table.loc[arm]
+        ax.errorbar(np.asarray(ks) * (1 + 0.03 * j), t_[col], yerr=[t_[col] - t_[lo], t_[hi] - t_[col]], fmt="o-",
+                    capsize=3, label=arm, color=f"C{j}")
 ax_c.plot(ks, [shortcut[k] for k in ks], "k:", label="best non-binder")
 ax_c.axhline(mqar.chance(V), color="k", lw=0.8, label="chance")
 ax_c.set(xscale="log", xlabel="pairs per sequence k", ylabel="accuracy at the first query", ylim=(0, 1.05),
          title="MQAR: first-query accuracy against pairs")
 ax_c.legend(fontsize=8)
-for j, arm in enumerate(mqar_arms):
-    t_ = mqar_table.loc[arm]
-    ax_s.errorbar(np.asarray(ks) * (1 + 0.03 * j), t_.binding,
-                  yerr=[t_.binding - t_["binding lo"], t_["binding hi"] - t_.binding], fmt="o-", capsize=3,
-                  label=arm, color=f"C{j}")
 ax_s.axhline(0, color="k", ls=":", label="binds nothing")
 ax_s.axhline(0.5, color="k", lw=0.8, ls="--", label="capacity threshold")
 ax_s.set(xscale="log", xlabel="pairs per sequence k", ylabel="binding: first query as drawn − re-bound",

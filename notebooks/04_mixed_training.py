@@ -266,15 +266,14 @@ display(Markdown(declaration(claims)))
 def values_of(runs_):
     """Each comparison's per-seed differences, from the runs' retrieval rows."""
     sc, ran = pd.concat([r.scores[0] for r in runs_]), sorted({r.seed for r in runs_})
-    acc_ = lambda arm, regime, ablation="normal": retrieval.per_seed(  # noqa: E731
-        sc, ran, arm=arm, regime=regime, set="far", ablation=ablation)
-    fall = lambda arm, regime, ablation: paired(acc_(arm, regime), acc_(arm, regime, ablation))  # noqa: E731
+    acc_ = lambda arm, regime, ablation="normal", set_="far": retrieval.per_seed(  # noqa: E731
+        sc, ran, arm=arm, regime=regime, set=set_, ablation=ablation)
+    fall = lambda arm, regime, ablation, set_="far": paired(  # noqa: E731
+        acc_(arm, regime, set_=set_), acc_(arm, regime, ablation, set_))
     out_ = {drop_part(a, r, ab): fall(a, r, ab) for a in hybrid_arms for r in p.regimes
             for ab in ("state read resampled", "state resampled")}
-    out_ |= {drop_part(a, r, "local zeroed", "inside"): paired(
-        retrieval.per_seed(sc, ran, arm=a, regime=r, set="inside", ablation="normal"),
-        retrieval.per_seed(sc, ran, arm=a, regime=r, set="inside", ablation="local zeroed"))
-        for a in hybrid_arms for r in p.regimes}
+    out_ |= {drop_part(a, r, "local zeroed", "inside"): fall(a, r, "local zeroed", "inside")
+             for a in hybrid_arms for r in p.regimes}
     out_[READS] = out_[drop_part(source_arm, source_regime, "state read resampled")]
     if p.control:
         out_[BEATS] = paired(acc_(source_arm, source_regime), acc_("control", source_regime))
@@ -369,10 +368,6 @@ scale = (f"{p.pattern} d {p.d_model}, window {p.window}, {p.steps} steps of {p.n
          f"({p.ks} bindings + up to {max(p.curriculum)} filler sentences, median 'far' distance {distances['far']:.0f} "
          f"tokens) and/or {p.batch_size} × {p.seq_len} LM tokens by regime, {tok.name} tokens, {looked.seeds} seeds "
          f"(source: {source.pattern} d {source.d_model}, GPT-2 tokens, 100 distractors)")
-
-
-def acc(arm, regime, set_, ablation="normal"):
-    return retrieval.per_seed(scores, seeds, arm=arm, regime=regime, set=set_, ablation=ablation)
 
 
 def perplexity(arm, regime):

@@ -18,7 +18,7 @@ ODEBOOK_DATA ?=
 # JupyterLab refuses to start as root (containers) unless told to.
 LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup run-all reports check-reports lab test test-all sync bench clean-outputs
+.PHONY: help setup run-all reports check-reports lab test test-all lint sync bench clean-outputs
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
@@ -67,6 +67,9 @@ test:  ## the fast suite: unit tests, references, causality, parameters, pairing
 
 test-all:  ## everything: the fast suite, then the slow tests (smoke execution of every notebook, fresh venvs, DDP)
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m pytest
+
+lint:  ## ruff check (pyproject's [tool.ruff]: pycodestyle and pyflakes, lines of 120); CI runs it before the tests
+	$(PY) -m ruff check .
 
 sync:  ## rewrite each notebook's colab cell, pair notebooks/*.py with *.ipynb (jupytext), strip outputs and counts
 	$(PY) -m odebook.book.colab notebooks

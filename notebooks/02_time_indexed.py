@@ -27,7 +27,7 @@
 # | model | what it is |
 # |---|---|
 # | `standard` | L independent pre-LN transformer blocks |
-# | `tong` | one block whose every weight (and LayerNorm) is generated from a sinusoidal embedding of t; Euler, dt = 1/L, t_k = (k+1)·dt |
+# | `tong` | one block, every weight and LayerNorm made from sinusoidal features of t; Euler, dt = 1/L, t_k = (k+1)·dt |
 # | `ti_mlp` | shared weights, per-channel gates σ(a_out(t)) σ(a_in(t))ᵀ (what the published code did); x + f |
 # | `ti_mlp_full` | shared weights, one gate per weight (the published formula); x + f |
 # | `ti_ssm` | `ti_mlp` with a selective diagonal SSM beside attention, its A, B, C, Δ, D gated by depth |

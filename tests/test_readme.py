@@ -43,6 +43,7 @@ COMMANDS = {
     "make run-all ODEBOOK_DATA=../shared/data": How(env=SHORT, data="none",
                                                      expect=("outputs/smoke/01_gradient_flow/results.json",)),
     "make check-reports": How(),
+    "make lint": How(),
     "make test": How(env={"PYTEST_ADDOPTS": "--collect-only -q"}),
     "make test-all": How(env={"PYTEST_ADDOPTS": "--collect-only -q"}),
     'make run-all PROFILE=smoke NOTEBOOKS="01_gradient_flow"': How(expect=("outputs/smoke/index.html",)),

@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-__all__ = ["SEVERAL", "Effect", "effects", "is_primary", "ordered", "study_scale", "sentence", "statistics", "html_list",
-           "markdown_table"]
+__all__ = ["SEVERAL", "Effect", "effects", "is_primary", "ordered", "study_scale", "sentence", "statistics",
+           "html_list", "markdown_table"]
 
 _NUM = r"-?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|nan|inf)"
 _INTERVAL = re.compile(rf"mean (?P<label>a − b|log\(a/b\)) = (?P<mean>{_NUM}) "

@@ -129,11 +129,13 @@ def _card(out_root: Path, notebook: Path, profile: str) -> str:
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#1f2328}
 .banner{background:#fff8c5;border:1px solid #d4a72c;padding:.6em 1em;border-radius:6px}
 .card{border:1px solid #d0d7de;border-radius:8px;padding:1em 1.2em;margin:1.2em 0;overflow:hidden}
-.card h2{margin:.1em 0 .3em}.q{color:#424a53}.thumb{float:right;width:min(560px,45%);margin:0 0 .5em 1em;border:1px solid #eee}
+.card h2{margin:.1em 0 .3em}.q{color:#424a53}
+.thumb{float:right;width:min(560px,45%);margin:0 0 .5em 1em;border:1px solid #eee}
 .badge{color:#fff;border-radius:1em;padding:.1em .6em;font-size:.85em;white-space:nowrap}
 .verdicts{list-style:none;padding-left:0}.verdicts li{margin:.4em 0}.ok{color:#1a7f37;font-weight:bold}
 .failed{color:#b42318;font-weight:bold}.scale{color:#57606a;font-size:.9em}
-.claim{font-weight:600}.verdicts details{margin:.1em 0 0 1.5em;color:#57606a}h3{font-size:1em;margin:.8em 0 .2em}pre{white-space:pre-wrap;background:#f6f8fa;padding:.6em}"""
+.claim{font-weight:600}.verdicts details{margin:.1em 0 0 1.5em;color:#57606a}h3{font-size:1em;margin:.8em 0 .2em}
+pre{white-space:pre-wrap;background:#f6f8fa;padding:.6em}"""
 
 
 def write_index(out_root: Path, notebooks: list[Path], profile: str) -> Path:

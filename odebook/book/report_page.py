@@ -80,8 +80,9 @@ def summarise_progress(ipynb: Path) -> None:
             elif last:
                 kept.append(last)
         first = cell.outputs.index(errs[0])
-        new = [nbformat.v4.new_output("stream", name="stdout", text="".join(f"{x}\n" for x in summaries))] * \
-            bool(summaries) + [nbformat.v4.new_output("stream", name="stderr", text="\n".join(kept) + "\n")] * bool(kept)
+        out = [nbformat.v4.new_output("stream", name="stdout", text="".join(f"{x}\n" for x in summaries))]
+        err = [nbformat.v4.new_output("stream", name="stderr", text="\n".join(kept) + "\n")]
+        new = out * bool(summaries) + err * bool(kept)
         rest = [o for o in cell.outputs if all(o is not e for e in errs)]
         cell.outputs = rest[:first] + new + rest[first:]
     nbformat.write(nb, ipynb)

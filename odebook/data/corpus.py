@@ -21,8 +21,8 @@ from odebook.data.own_corpus import load_own_corpus
 from odebook.nn.linear_ce import IGNORE_INDEX  # padding targets: the loss skips them
 
 __all__ = ["DATA_ENV", "DataError", "Tokenizer", "ByteTokenizer", "TiktokenTokenizer", "get_tokenizer", "Corpus",
-           "TokenSplits", "CORPORA", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches", "Batch",
-           "Documents", "mirror_stories", "load_tinystories", "document_batches", "fixed_document_batches",
+           "TokenSplits", "CORPORA", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches",
+           "Batch", "Documents", "mirror_stories", "load_tinystories", "document_batches", "fixed_document_batches",
            "IGNORE_INDEX"]
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -215,7 +215,8 @@ def load_tinystories(max_train: int = 50_000) -> Documents:
         check_data("tinystories", "bytes")
         train, valid = mirror_stories(root)
         train = train[:max_train]
-        return Documents(train, valid, f"TinyStories (a local mirror, $ODEBOOK_DATA): {len(train):,} whole training stories; "
+        return Documents(train, valid, f"TinyStories (a local mirror, $ODEBOOK_DATA): {len(train):,} whole training "
+                         "stories; "
                          f"held-out: the validation stories as {len(valid):,} blank-line-separated blocks (in this "
                          "file story boundaries and paragraph breaks look alike, so some blocks are paragraphs)")
     try:

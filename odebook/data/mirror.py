@@ -48,7 +48,8 @@ def pin_data_dir() -> Path | None:
 def data_files(corpus: str, tokenizer: str, **own: object) -> list[Path]:
     """The local files a corpus and tokenizer are read from: one's own text files (corpus 'files'), and with a mirror
     its files for the corpus and its tiktoken cache. Data from the hub name no local file."""
-    files = [Path(str(v)).expanduser() for k, v in own.items() if k.endswith("_file") and v] if corpus == "files" else []
+    files = ([Path(str(v)).expanduser() for k, v in own.items() if k.endswith("_file") and v] if corpus == "files"
+             else [])
     root = mirror_dir()
     if root is not None:
         files += [root / name for name in MIRROR_FILES.get(corpus, ())]

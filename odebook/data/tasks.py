@@ -136,7 +136,8 @@ def shortcuts(ex: Example) -> dict[str, float]:
     counts = Counter(ex.colors_seen)
     top = max(counts.values())
     frequent = next(c for c in reversed(ex.colors_seen) if counts[c] == top)
-    return {"most recent colour": float(ex.colors_seen[-1] == ex.color), "most frequent colour": float(frequent == ex.color),
+    return {"most recent colour": float(ex.colors_seen[-1] == ex.color),
+            "most frequent colour": float(frequent == ex.color),
             "latest fact's colour": float(ex.bound[-1] == ex.color), "a bound colour at random": 1 / ex.k}
 
 

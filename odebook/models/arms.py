@@ -72,7 +72,8 @@ class HybridConfig:
         f(x) each time, weights shared)."""
         times = evaluations_per_forward(self.solver, self.steps)
         if times is None:
-            raise ValueError(f"the weight-shared arm needs a fixed-grid solver to count evaluations, not {self.solver!r}")
+            raise ValueError(f"the weight-shared arm needs a fixed-grid solver to count evaluations, not "
+                             f"{self.solver!r}")
         first, last = self.ode_layers[0], self.ode_layers[-1]
         block = lambda: Block(d_model=self.d_model, n_head=self.n_head)  # noqa: E731
         blocks = [block() for _ in range(first)] + [Repeated(block(), times=times)] + \

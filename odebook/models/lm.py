@@ -21,9 +21,9 @@ from odebook.nn import gemm
 from odebook.nn.linear_ce import linear_cross_entropy
 from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 
-__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "Ablation", "gdn_diagnostics",
-           "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params", "block_params",
-           "TWIN_SEED"]
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "reach", "Ablation",
+           "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params",
+           "block_params", "TWIN_SEED"]
 
 HEAD_MULTIPLE = 64  # the head's outputs are padded to a multiple of this: 50,304 columns run faster than 50,257
 TWIN_SEED = 1_000_003  # the twin of study 02 draws its initial weights from seed + this (no run seed comes near it)
@@ -191,10 +191,10 @@ def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_
                chunk_size: int = 64, dropout: float = 0.0, state_read: bool = False,
                local_path: str | LocalPath = "none") -> LM:
     """A stack written as a string, one letter a layer — G: Gated DeltaNet, S: sliding-window attention (window
-    ``window``), A: full causal attention, C: full causal attention behind the GDN's short convolution (width
-    ``conv_width``) — each mixer in a pre-LN Block with an MLP. With ``state_read``, each S
-    layer is the hybrid's StateReadAttention reading the nearest G layer before it, its local path a LocalPath
-    (``local_path``: one, or its name in odebook.models.local_paths.LOCAL_PATHS)."""
+    ``window``), W: sliding-window attention behind the GDN's short convolution (width ``conv_width``), A: full causal
+    attention, C: full causal attention behind that convolution — each mixer in a pre-LN Block with an MLP. With
+    ``state_read``, each S layer is the hybrid's StateReadAttention reading the nearest G layer before it, its local
+    path a LocalPath (``local_path``: one, or its name in odebook.models.local_paths.LOCAL_PATHS)."""
     if not isinstance(local_path, LocalPath) and local_path not in LOCAL_PATHS:
         raise ValueError(f"unknown local_path {local_path!r}; allowed: {', '.join(LOCAL_PATHS)} or a LocalPath")
     path = local_path if isinstance(local_path, LocalPath) else LOCAL_PATHS[local_path]
@@ -212,15 +212,25 @@ def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_
                 raise ValueError(f"pattern {pattern!r}: a state-reading S layer needs a G layer before it")
             return StateReadAttention(d_model=d_model, n_head=n_head, read_dim=read_dim, window=window,
                                       **path.layer_options())
-        if letter == "S":
-            return SlidingWindowAttention(d_model=d_model, n_head=n_head, window=window, dropout=dropout)
+        if letter in "SW":
+            return SlidingWindowAttention(d_model=d_model, n_head=n_head, window=window, dropout=dropout,
+                                          conv_width=conv_width if letter == "W" else 0)
         if letter in "AC":
             return CausalSelfAttention(d_model=d_model, n_head=n_head, dropout=dropout,
                                        conv_width=conv_width if letter == "C" else 0)
-        raise ValueError(f"unknown layer {letter!r} in pattern {pattern!r}; allowed: G, S, A, C")
+        raise ValueError(f"unknown layer {letter!r} in pattern {pattern!r}; allowed: G, S, W, A, C")
 
     blocks = [Block(d_model=d_model, dropout=dropout, mixer=mixer(c)) for c in pattern]
     return LM(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, blocks=blocks, dropout=dropout)
+
+
+def reach(pattern: str, *, window: int, conv_width: int = 4) -> int | None:
+    """How many tokens back the last position of a ``pattern_lm`` stack sees: each sliding-window layer adds
+    ``window`` − 1, a W layer's short convolution ``conv_width`` − 1 more; None when a layer keeps a state or attends
+    to every position (G, A, C)."""
+    if set(pattern) - {"S", "W"}:
+        return None
+    return sum(window - 1 + (conv_width - 1) * (c == "W") for c in pattern)
 
 
 @torch.no_grad()

@@ -9,6 +9,6 @@ from odebook.nn.kv_cache import KVCache
 from odebook.nn.ode import ODEFlowBlock, VectorField, euler_reference
 from odebook.nn.ssm import ModulatedSSM, selective_scan
 
-__all__ = ["MLP", "Block", "CausalSelfAttention", "attention_reference", "causal_attention", "gelu_mlp",
-           "DepthStack", "TimeMLP", "sinusoidal_embedding", "HyperBlock", "GatedBlock", "OutputGatedBlock",
-           "SSMGatedBlock", "KVCache", "ODEFlowBlock", "VectorField", "euler_reference", "ModulatedSSM", "selective_scan"]
+__all__ = ["MLP", "Block", "CausalSelfAttention", "attention_reference", "causal_attention", "gelu_mlp", "DepthStack",
+           "TimeMLP", "sinusoidal_embedding", "HyperBlock", "GatedBlock", "OutputGatedBlock", "SSMGatedBlock",
+           "KVCache", "ODEFlowBlock", "VectorField", "euler_reference", "ModulatedSSM", "selective_scan"]

@@ -119,10 +119,11 @@ def banded_causal_mask(T: int, window: int, device=None) -> torch.Tensor:
 
 class SlidingWindowAttention(CausalSelfAttention):
     """Causal attention over the last ``window`` positions: SDPA with a banded causal mask (fla's sliding-window
-    attention calls FlashAttention, which a T4 cannot run)."""
+    attention calls FlashAttention, which a T4 cannot run). With ``conv_width``, the short convolution in front
+    (as ``CausalSelfAttention``) widens what position i sees to i − window − conv_width + 2 … i."""
 
-    def __init__(self, *, d_model: int, n_head: int, window: int, dropout: float = 0.0):
-        super().__init__(d_model=d_model, n_head=n_head, dropout=dropout)
+    def __init__(self, *, d_model: int, n_head: int, window: int, dropout: float = 0.0, conv_width: int = 0):
+        super().__init__(d_model=d_model, n_head=n_head, dropout=dropout, conv_width=conv_width)
         self.window = window
 
 

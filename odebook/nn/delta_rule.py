@@ -7,7 +7,8 @@ Layout as fla: q, k [B, T, H, K]; v [B, T, H, V]; g, β [B, T, H]; states [B, H,
 q and k.
 
 The chunked form. Within a chunk with cumulative gate G_t = Σ_{i≤t} g_i, unrolling the recurrence gives
-    S_t = e^{G_t} S₀ + Σ_{i≤t} e^{G_t − G_i} k_i u_iᵀ,   u_i = β_i (v_i − e^{G_i} S₀ᵀk_i − Σ_{j<i} e^{G_i − G_j} (k_iᵀk_j) u_j),
+    S_t = e^{G_t} S₀ + Σ_{i≤t} e^{G_t − G_i} k_i u_iᵀ,
+    u_i = β_i (v_i − e^{G_i} S₀ᵀk_i − Σ_{j<i} e^{G_i − G_j} (k_iᵀk_j) u_j),
 so (I + L) U = β⊙V − β⊙e^{G}⊙(K S₀) with L_ij = β_i e^{G_i − G_j} k_iᵀk_j (j < i): one unit-lower-triangular solve
 per chunk, shared by all chunks. Then O = e^{G}⊙(Q̃ S₀) + (M ⊙ Q̃Kᵀ) U with M_ti = e^{G_t − G_i} (i ≤ t), and
 S_C = e^{G_C} S₀ + (e^{G_C − G}⊙K)ᵀ U. Every exponent is ≤ 0, so nothing overflows.

@@ -49,6 +49,7 @@ class StateReadAttention(nn.Module):
         read = replaced(writes.read(x), ablation.state_read)
         retrieval = self.read_proj(read.reshape(B, T, -1))
         gate = torch.sigmoid(self.gate(x))
-        diagnostics = {"gate_mean": float(gate.detach().mean()), "local_norm": float(local.detach().norm(dim=-1).mean()),
+        diagnostics = {"gate_mean": float(gate.detach().mean()),
+                       "local_norm": float(local.detach().norm(dim=-1).mean()),
                        "retrieval_norm": float(retrieval.detach().norm(dim=-1).mean())}
         return local + gate * retrieval, diagnostics

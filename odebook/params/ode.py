@@ -57,7 +57,8 @@ class GradientFlowParams(ODEHybridParams):
     """Study 01: a GPT baseline against the same GPT with a block of layers replaced by a neural-ODE flow, asked on
     MQAR (where removing the layer costs something) and described on WikiText.
 
-    Defaults are the t4 profile: the source's width and block, 2 layers with layer 1 replaced (the notebook says why)."""
+    Defaults are the t4 profile: the source's width and block, 2 layers with layer 1 replaced (the notebook says
+    why)."""
 
     study: ClassVar[str] = "01_gradient_flow"
     defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 12, "looks": [3, 6, 9], "n_layer": 2, "ode_layers": [1]}

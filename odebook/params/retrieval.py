@@ -167,7 +167,8 @@ class MixedTrainingParams(RetrievalParams):
     bottlenecks: list[str] = spec(["static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted"],
                                   choices=tuple(LOCAL_PATHS), help="local path arms (odebook.models.local_paths)")
     regimes: list[str] = spec(["lm", "niah", "mixed"], choices=("lm", "niah", "mixed"))
-    control: bool = spec(True, help="also train the no-state control (every G layer replaced by plain SWA)")
+    control: bool = spec(True, help="also train the no-state control (every G layer replaced by sliding-window "
+                         "attention behind the G layer's short convolution: the two differ in their memory only)")
     max_train_stories: int = spec(50_000, ge=1)
     ppl_target: float = spec(5.0, gt=1.0, help="the source's target for held-out perplexity")
     delta_target: float = spec(0.15, gt=0.0, le=1.0, help="the source's target for Delta (15 points): the margin of "
@@ -188,7 +189,7 @@ class MixedTrainingParams(RetrievalParams):
 
     def arms(self) -> dict[str, PatternConfig]:
         """The study's arms by name: each bottleneck of ``bottlenecks``, then (with ``control``) the no-state control,
-        every G layer a plain S layer (``state_read`` False)."""
+        every G layer a W layer (sliding-window attention behind the same short convolution; ``state_read`` False)."""
         arms = {arm: self.model_config(self.pattern, d_model=self.d_model, local_path=arm) for arm in self.bottlenecks}
-        return arms | ({"control": self.model_config(self.pattern.replace("G", "S"), d_model=self.d_model)}
+        return arms | ({"control": self.model_config(self.pattern.replace("G", "W"), d_model=self.d_model)}
                        if self.control else {})

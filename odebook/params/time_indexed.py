@@ -26,12 +26,13 @@ class TimeIndexedParams(TextCorpusParams):
 
     study: ClassVar[str] = "02_time_indexed"
     defaults: ClassVar[Mapping[str, Any]] = {
-        "n_seeds": 12, "looks": [4, 8], "tokenizer": 'bytes', "seq_len": 128, "max_seq_len": 128, "batch_size": 8, "steps": 1000, "weight_decay": 0.0, "eval_interval": 100}
+        "n_seeds": 12, "looks": [4, 8], "tokenizer": 'bytes', "seq_len": 128, "max_seq_len": 128, "batch_size": 8,
+        "steps": 1000, "weight_decay": 0.0, "eval_interval": 100}
 
     models: list[str] = spec(list(TIME_INDEXED_MODELS), choices=TIME_INDEXED_MODELS,
                              help="which models to train; the primary claims need standard, tong, ti_mlp, "
-                                  "ti_mlp_constant, ti_ssm, their negative controls ti_mlp_twin (a claim whose arms are "
-                                  "missing is left out)")
+                                  "ti_mlp_constant, ti_ssm, their negative controls ti_mlp_twin (a claim whose arms "
+                                  "are missing is left out)")
     d_model: int = spec(256, ge=8)
     n_layer: int = spec(6, ge=1, le=48, help="layers of the standard transformer = depth steps of the others")
     n_freq: int = spec(16, ge=1, help="S: frequencies of the sinusoidal depth embedding")

@@ -13,6 +13,8 @@ sequence per comparison) into verdicts:
   margin (the larger one-sided test, Bonferroni over the two sides).
 - non-inferiority — d is not worse than the margin on the claim's bad side: held when "d ≥ margin" (lower is
   better) is rejected; not held when "d ≤ margin" is.
+- exceeds — "a beats b by more than the margin" (a source's target form): held when "d ≤ margin" (for "higher") is
+  rejected, not held when "d ≥ margin" is; its power is at twice the margin and at the observed effect.
 - gate — a calibration: d lies on the claimed side of the threshold ``margin``, tested outside every family at its
   own level (``alpha``, else the study's). A gate is a test with error like any other: at a few seeds it can fail
   on a calibration that holds. A claim that ``rests_on`` a gate that did not hold reads "not testable at this scale"
@@ -48,9 +50,9 @@ from odebook.study.stats import NEEDS, Interval, Verdict, holm, mean_ci
 __all__ = ["KINDS", "DIRECTIONS", "Claim", "negative_control", "PartTest", "p_values", "part_test", "seeds_needed",
            "Settled", "settle", "declaration", "paired"]
 
-KINDS = ("superiority", "equivalence", "non-inferiority", "gate", "descriptive")
+KINDS = ("superiority", "equivalence", "non-inferiority", "exceeds", "gate", "descriptive")
 DIRECTIONS = ("lower", "higher", "two-sided")
-TESTED = ("superiority", "equivalence", "non-inferiority")  # the kinds that belong to a family
+TESTED = ("superiority", "equivalence", "non-inferiority", "exceeds")  # the kinds that belong to a family
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,8 @@ class Claim:
                     "two-sided": ("a − b ≠ 0", f"|a − b| < {m}")}[self.direction]
         if self.kind == "non-inferiority":  # the margin lies on the claim's bad side
             return (f"a − b < {m}", f"a − b > {m}") if self.sign > 0 else (f"a − b > −{m}", f"a − b < −{m}")
-        return (f"a − b < {m}", f"a − b > {m}") if self.sign > 0 else (f"a − b > {m}", f"a − b < {m}")  # a gate
+        t = f"−{m}" if self.kind == "exceeds" and self.sign > 0 else m  # a gate's threshold, or exceeds' margin
+        return (f"a − b < {t}", f"a − b > {t}") if self.sign > 0 else (f"a − b > {t}", f"a − b < {t}")
 
     def describe(self) -> str:
         """The kind with its margin, as the report prints it: "equivalence at ±0.02 nats"."""
@@ -117,6 +120,7 @@ class Claim:
                                "(power, futility)",
                 "equivalence": f"equivalence at ±{m}{u}",
                 "non-inferiority": f"non-inferiority ({self.hypotheses()[0]}), margin {m}{u}",
+                "exceeds": f"exceeds the margin: a − b {'below −' if self.sign > 0 else 'above '}{m}{u}",
                 "gate": f"gate: a − b {'below' if self.sign > 0 else 'above'} {m}{u}"
                         + (f", at its own α = {self.alpha:g}" if self.alpha is not None else ""),
                 "descriptive": "descriptive"}[self.kind]
@@ -124,8 +128,7 @@ class Claim:
 
 
 def negative_control(claim: Claim, comparison: str, what: str) -> Claim:
-    """``claim``'s test, at its margin and on its side, on ``comparison`` (a case built to fail), named
-    "negative control: ``what``"."""
+    """``claim``'s test, at its margin and side, on ``comparison`` (a case built to fail): "negative control: …"."""
     if claim.kind not in TESTED:
         raise ValueError(f"claim {claim.name!r}: only a tested claim has a negative control (it controls a test), "
                          f"not a {claim.kind}")
@@ -142,13 +145,11 @@ def paired(a: Sequence[float], b: Sequence[float], *, log: bool = False) -> np.n
 
 
 def _p(s: np.ndarray, value: float, side: str, *, limit: bool = False) -> np.ndarray:
-    """One-sided p of the one-sample t-test that the mean of s (along its last axis) is ``side`` ("less" or
-    "greater") ``value``; NaN where there are fewer than two values. Where nothing varies (up to rounding) it is NaN,
-    or with ``limit`` the test's limit as the spread goes to 0: 0 when every value lies strictly on ``side`` of
-    ``value``, 1 when on the other side, NaN at ``value`` itself. ``p_values`` takes the limit for the tests that
-    fail a claim only: identical differences (an ablation that changed no answer of any seed) rule an effect out,
-    but never hold one — a zero-width interval from seeds that sampled no variance (a constant guess) is no
-    certainty that an effect exists."""
+    """One-sided p of the one-sample t-test that the mean of s (last axis) is ``side`` ("less" or "greater") ``value``;
+    NaN with fewer than two values. Where nothing varies (up to rounding): NaN, or with ``limit`` the limit as the
+    spread goes to 0 — 0 when every value lies strictly on ``side`` of ``value``, 1 on the other side, NaN at it.
+    ``p_values`` takes the limit for the tests that fail a claim only: identical differences (an ablation that changed
+    no answer of any seed) rule an effect out but never hold one (seeds that sampled no variance prove nothing)."""
     n = s.shape[-1]
     if n < 2:
         return np.full(s.shape[:-1], math.nan)
@@ -181,8 +182,7 @@ def p_values(claim: Claim, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, 
     e.g. simulated studies), and how many tails each p counts (the rules in the module's docstring)."""
     s, m, kind = claim.sign * d, claim.margin, claim.kind
     if kind == "descriptive":
-        nan = np.full(d.shape[:-1], math.nan)
-        return nan, nan, 1, 1
+        return np.full(d.shape[:-1], math.nan), np.full(d.shape[:-1], math.nan), 1, 1
     if kind == "equivalence":
         tost = np.maximum(_p(d, -m, "greater"), _p(d, m, "less"))
         outside = np.minimum(_p(d, m, "greater", limit=True), _p(d, -m, "less", limit=True))
@@ -190,7 +190,8 @@ def p_values(claim: Claim, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, 
     if claim.direction == "two-sided":  # superiority either way: the smaller tail, doubled; fails inside ±margin
         within = np.maximum(_p(d, -m, "greater", limit=True), _p(d, m, "less", limit=True))
         return np.minimum(1.0, 2 * np.minimum(_p(d, 0.0, "less"), _p(d, 0.0, "greater"))), within, 2, 1
-    hold, fail = {"superiority": (0.0, -m), "non-inferiority": (m, m), "gate": (claim.sign * m,) * 2}[kind]
+    hold, fail = {"superiority": (0.0, -m), "non-inferiority": (m, m), "exceeds": (-m, -m),
+                  "gate": (claim.sign * m,) * 2}[kind]
     return _p(s, hold, "less"), _p(s, fail, "greater", limit=True), 1, 1
 
 
@@ -204,8 +205,7 @@ def part_test(claim: Claim, d: Sequence[float]) -> PartTest:
 
 def seeds_needed(claim: Claim, tests: Sequence[PartTest], level: float, power: float = 0.8
                  ) -> tuple[int | None, int | None]:
-    """Seeds for ``power`` at ``level`` at the margin and at the observed effect, the most any part needs (None:
-    no number of seeds would do)."""
+    """Seeds for ``power`` at ``level`` at the margin and the observed effect, most over parts (None: none do)."""
     if claim.kind not in TESTED:
         return None, None
     per_part = [pw.claim_seeds(claim.kind, claim.direction, claim.margin, t.estimate.mean, t.sd, alpha=level,
@@ -248,8 +248,8 @@ class Settled:
         if self.outcome == "not held" and any(_constant(t) for t in self.tests):
             out.append("identical differences in every seed: failed at the t-test's limit as the spread goes to 0")
         if self.outcome.startswith("inconclusive") and c.kind in TESTED:
-            at_margin, at_observed = (f"≈ {n}" if n else f"more than {pw.MAX_SEEDS:,}" for n in self.needs)
-            out.append(f"{self.power:.0%} power needs {at_margin} seeds at the margin, {at_observed} at the observed effect")
+            margin, seen = (f"≈ {n}" if n else f"more than {pw.MAX_SEEDS:,}" for n in self.needs)
+            out.append(f"{self.power:.0%} power needs {margin} seeds at the margin, {seen} at the observed effect")
         return "; ".join(out + ([self.note] if self.note else []))
 
     def verdict(self, scale: str = "") -> Verdict:

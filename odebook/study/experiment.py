@@ -38,8 +38,8 @@ from odebook.study.stats import mean_ci, paired_test
 from odebook.study.task import Task
 from odebook.training.train import DivergenceError, History, TrainConfig, evaluate, train
 
-__all__ = ["Run", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "tuning_seed", "tune_then_run", "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios",
-           "WARMUP_STEPS"]
+__all__ = ["Run", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "tuning_seed", "tune_then_run",
+           "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios", "WARMUP_STEPS"]
 
 WARMUP_STEPS = 5  # step times of the first steps (allocator, caches) are left out of ms/step
 
@@ -304,7 +304,8 @@ def summarize(runs: Sequence[Run]) -> pd.DataFrame:
 def compare_to(runs: Sequence[Run], reference: str, metric=lambda r: r.test_loss) -> pd.DataFrame:
     """Each model against ``reference`` on ``metric`` (default: the test loss, scored once), paired by seed (the
     seed fixes the batch stream): mean difference with its 95 % t-interval, paired t and p (uncorrected), d_z."""
-    by_model = {name: {r.seed: metric(r) for r in runs if r.model == name} for name in dict.fromkeys(r.model for r in runs)}
+    by_model = {name: {r.seed: metric(r) for r in runs if r.model == name}
+                for name in dict.fromkeys(r.model for r in runs)}
     ref = by_model[reference]
     rows = []
     for name, values in by_model.items():

@@ -63,4 +63,5 @@ def claim_seeds(kind: str, direction: str, margin: float, mean: float, sd: float
     if direction == "two-sided":
         return one(margin, alpha / 2), one(abs(mean), alpha / 2)
     observed = (1.0 if direction == "higher" else -1.0) * mean  # the effect on the claimed side, or the room left
-    return (one(margin), one(margin + observed)) if kind == "non-inferiority" else (one(margin), one(observed))
+    room = {"non-inferiority": margin, "exceeds": -margin}.get(kind, 0.0)  # observed effect beyond the threshold
+    return one(margin), one(observed + room)

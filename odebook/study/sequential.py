@@ -30,9 +30,10 @@ from functools import lru_cache
 import numpy as np
 from scipy import integrate, optimize, stats
 
-from odebook.study.claims import Claim, p_values
+from odebook.study.claims import TESTED, Claim, p_values
 
-__all__ = ["spent", "boundaries", "calibrated", "CALIBRATION_STUDIES", "Look", "Decision", "decide", "decide_claim", "decide_all", "Operating", "operating"]
+__all__ = ["spent", "boundaries", "calibrated", "CALIBRATION_STUDIES", "Look", "Decision", "decide", "decide_claim",
+           "decide_all", "Operating", "operating"]
 
 
 def spent(t: float, alpha: float) -> float:
@@ -162,7 +163,7 @@ class Decision:
 
 
 def _claim_checked(claim: Claim) -> Claim:
-    if claim.kind not in ("superiority", "equivalence", "non-inferiority") or len(claim.comparisons) != 1:
+    if claim.kind not in TESTED or len(claim.comparisons) != 1:
         raise ValueError(f"claim {claim.name!r}: looks need a tested claim of one comparison, got a {claim.kind} "
                          f"of {len(claim.comparisons)}")
     return claim
@@ -230,9 +231,9 @@ def decide_all(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], l
     over the m primaries, the sequential stand-in for Holm): ("stop", None, decisions) once every claim has stopped
     (efficacy, futility or the cap), else ("continue", the seeds the next look needs, decisions). ``values`` as for
     ``claims.settle``."""
-    primaries = [c for c in claims if c.primary and c.kind in ("superiority", "equivalence", "non-inferiority")]
+    primaries = [c for c in claims if c.primary and c.kind in TESTED]
     if not primaries:
-        raise ValueError("decide_all needs at least one primary superiority, equivalence or non-inferiority claim")
+        raise ValueError(f"decide_all needs at least one primary claim of a tested kind ({', '.join(TESTED)})")
     decisions = {c.name: decide_claim(c, values, looks, alpha=alpha / len(primaries)) for c in primaries}
     waiting = [d.next_n for d in decisions.values() if d.action == "continue"]
     return ("continue", max(waiting), decisions) if waiting else ("stop", None, decisions)

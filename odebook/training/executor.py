@@ -27,6 +27,8 @@ import atexit
 import dataclasses
 import multiprocessing
 import os
+import signal
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
@@ -84,8 +86,16 @@ def _finished_first(jobs: Sequence[Job], precision: Precision) -> tuple[list, li
     return results, todo
 
 
-def _worker_start(threads: int) -> None:
-    """A worker's first act: its thread count, before any parallel work."""
+def _worker_start(threads: int, parent: int) -> None:
+    """A worker's first acts: on Linux, ask for SIGTERM when the process that started it dies (a kernel killed outright
+    runs no atexit, and its workers would train on to the end of their jobs), and stop at once if it already has;
+    then its thread count, before any parallel work."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != parent:
+            os._exit(1)
     torch.set_num_threads(threads)
 
 
@@ -115,7 +125,7 @@ def _pool(processes: int, threads: int):
     key = (processes, threads)
     if key not in _POOLS:
         context = multiprocessing.get_context("spawn")
-        _POOLS[key] = context.Pool(processes, initializer=_worker_start, initargs=(threads,))
+        _POOLS[key] = context.Pool(processes, initializer=_worker_start, initargs=(threads, os.getpid()))
         atexit.register(_stop, key)
     return _POOLS[key]
 
@@ -132,7 +142,8 @@ class Workers:
     """Side by side on this machine's CPU: a pool of ``processes`` worker processes of ``threads`` threads each
     (kept for this process's later calls); one job per worker at a time, the results in the jobs' order. A job
     finished in its checkpoint is taken here first. A job's error is raised here, with its own traceback as its
-    cause, once the jobs before it have come back; then, as on an interrupt (Ctrl-C, SIGTERM), the workers stop."""
+    cause, once the jobs before it have come back; then, as on an interrupt (Ctrl-C, SIGTERM), the workers stop. On
+    Linux they stop too when this process is killed outright (SIGKILL), which runs no cleanup here."""
 
     processes: int
     threads: int = 1

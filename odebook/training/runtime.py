@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["Precision", "resolve_device", "precision_for", "GPU_POLICY", "seed_everything", "synchronize", "device_name",
-           "torch_build", "ALLOCATOR_ENV"]
+__all__ = ["Precision", "resolve_device", "precision_for", "GPU_POLICY", "seed_everything", "synchronize",
+           "device_name", "torch_build", "ALLOCATOR_ENV"]
 
 # glibc serves large allocations (a 2048 × 50,304 fp32 logit matrix is 412 MB) with fresh mmap'd pages and returns
 # them on free, so every training step page-faults its big tensors in again. Keeping freed memory in the heap makes

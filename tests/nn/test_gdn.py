@@ -11,7 +11,7 @@ from causality import assert_causal
 V, D, H, T = 50, 32, 4, 40
 
 
-@pytest.mark.parametrize("pattern", ["G", "GGS", "GGGGGS", "GA", "S", "CC", "GC"])
+@pytest.mark.parametrize("pattern", ["G", "GGS", "GGGGGS", "GA", "S", "CC", "GC", "WS", "GW"])
 def test_pattern_models_are_causal(pattern):
     torch.manual_seed(0)
     model = models.pattern_lm(pattern, vocab_size=V, d_model=D, n_head=H, max_seq_len=T, window=8)
@@ -32,6 +32,22 @@ def test_sliding_window_sees_exactly_its_window():
     x2 = x.clone()
     x2[:, 10] += 1.0  # outside the window of positions ≥ 14
     torch.testing.assert_close(narrow(x)[:, 14:], narrow(x2)[:, 14:])
+
+
+@pytest.mark.parametrize("pattern", ["S", "W", "WS", "WWS", "SS"])
+def test_a_stateless_stack_sees_exactly_its_reach(pattern):
+    """models.reach: a token that far back changes the last position's logits, one farther back does not."""
+    torch.manual_seed(0)
+    model = models.pattern_lm(pattern, vocab_size=V, d_model=D, n_head=H, max_seq_len=T, window=5).eval()
+    reach = models.reach(pattern, window=5)
+    x = torch.randint(0, V, (1, T))
+    with torch.no_grad():
+        last = model(x)[0, -1]
+        for back, changes in ((reach, True), (reach + 1, False)):
+            y = x.clone()
+            y[0, T - 1 - back] = (y[0, T - 1 - back] + 1) % V
+            assert (not torch.allclose(model(y)[0, -1], last, atol=1e-6)) == changes, (pattern, back)
+    assert models.reach("GS", window=5) is None and models.reach("SA", window=5) is None
 
 
 def test_gdn_state_ablation_argument_and_diagnostics():

@@ -259,3 +259,31 @@ def test_a_negative_control_is_its_claims_test_on_a_case_built_to_fail_settled_a
     assert failed_gate[2].outcome == "not testable at this scale"
     with pytest.raises(ValueError, match="controls"):
         negative_control(Claim("g", "gate", margin=0.1), "x", "y")
+
+
+def test_exceeds_tests_the_margin_itself_with_statsmodels_one_sample_t_tests_and_decides_in_looks():
+    """'a beats b by more than the margin' (the source's own target form, Delta ≥ 0.15): held when d ≤ margin is
+    rejected, not held when d ≥ margin is; a case built to fail that still beats b by less than the margin is not
+    held. It belongs to a family, has negative controls and is decided in looks like the other tested kinds."""
+    from odebook.study.claims import negative_control
+    from odebook.study.sequential import decide_all
+
+    claim = Claim("beats by Δ", "exceeds", margin=0.15, direction="higher", units="accuracy")
+    d = np.array([0.9, 0.95, 0.85, 0.97, 0.92])
+    t = part_test(claim, d)
+    assert t.p_hold == pytest.approx(DescrStatsW(d).ttest_mean(0.15, alternative="larger")[1], rel=1e-10)
+    assert t.p_fail == pytest.approx(DescrStatsW(d).ttest_mean(0.15, alternative="smaller")[1], rel=1e-10)
+    assert claim.hypotheses() == ("a − b > 0.15", "a − b < 0.15")
+    assert claim.describe() == "exceeds the margin: a − b above 0.15 accuracy"
+    memoryless = negative_control(claim, "memoryless − b", "memoryless beats b by Δ")
+    values = {"beats by Δ": d.tolist(), "memoryless − b": [0.10, 0.12, 0.09, 0.11, 0.10]}
+    settled = {s.claim.name: s for s in settle([claim, memoryless], values)}
+    assert settled["beats by Δ"].outcome == "held" and settled["beats by Δ"].family == "primary, Holm over 1"
+    assert settled[memoryless.name].outcome == "not held"  # real, above 0, but short of the margin
+    lower = part_test(Claim("below by Δ", "exceeds", margin=0.15), -d)
+    assert lower.p_hold == pytest.approx(t.p_hold, rel=1e-10)
+    action, _, decisions = decide_all([claim], values, [3, 5])
+    assert action == "stop" and decisions["beats by Δ"].action == "efficacy"
+    needs = pw.claim_seeds("exceeds", "higher", 0.15, 0.2, 0.1, alpha=0.05, target=0.8)
+    assert needs[0] == pw.claim_seeds("superiority", "higher", 0.15, 0.05, 0.1, alpha=0.05, target=0.8)[0]
+    assert needs[1] == pw.claim_seeds("superiority", "higher", 0.15, 0.05, 0.1, alpha=0.05, target=0.8)[1]

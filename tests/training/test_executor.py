@@ -274,3 +274,48 @@ def test_readmes_cluster_recipe_runs_a_notebook_as_slurm_job_arrays_with_the_loc
     assert scripts and all("#SBATCH" in s.read_text() for s in scripts)
     assert jobs_in(tmp_path / "jobs") == runs_made(there) > len(there["runs"]) > 0
     assert untimed(there["runs"]) == untimed(here["runs"]) and there["verdicts"] == here["verdicts"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's (prctl)")
+def test_a_worker_stops_when_the_process_that_started_it_is_killed(tmp_path):
+    """A notebook kernel killed outright (SIGKILL: no atexit, no terminate) leaves no worker training on: each worker
+    asks Linux for SIGTERM when its parent dies, and a worker that finds its parent already gone stops at once."""
+    import signal
+    import subprocess
+    import time
+
+    pids = tmp_path / "worker.pid"
+    parent = subprocess.Popen([sys.executable, "-c", f"""
+import os, time
+from odebook.training.executor import Workers
+from odebook.training.runtime import precision_for
+import torch
+
+def job(precision):
+    open({str(pids)!r}, "w").write(str(os.getpid()))
+    time.sleep(120)
+
+Workers(1).run([job], precision_for(torch.device("cpu")))
+"""], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while not (pids.exists() and pids.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        worker = int(pids.read_text())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(worker), f"worker {worker} still runs after its parent was killed"
+    finally:
+        parent.kill()
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its new parent, counts as stopped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -49,7 +49,7 @@ run-all:  ## execute the book: make run-all [PROFILE=cpu] [NOTEBOOKS="01_gradien
 	{ s=$$?; case $$s in 2) echo "run-all: invalid parameters, profile or notebook name: nothing ran (exit 2; or already running, as said above)" >&2;; \
 	  1) echo "run-all: a notebook failed; see outputs/$$MAKE_PROFILE/index.html (exit 1)" >&2;; esac; exit $$s; }
 
-reports:  ## refresh the committed reference reports: run-all PROFILE=cpu FRESH=1, copy to reports/cpu, README table
+reports:  ## refresh the committed reference reports: run-all PROFILE=cpu FRESH=1, copy to reports/cpu, its verdict page and README's table
 	$(MAKE) run-all PROFILE=cpu FRESH=1
 	$(PY) -m odebook.book.reports publish --profile cpu
 

@@ -4,7 +4,7 @@ in the claim's units, n — primary claims first, and the statistics (tests, Hol
 The effect comes from a verdict's structured ``effects`` (``stats.Verdict.to_dict``, filled by ``claims.Settled``);
 a verdict of the older form has none, and its effect is read from the first intervals its evidence prints
 ("mean a − b = 0.017 [-0.041, 0.075] (n = 3)"); a verdict with neither (a count, a ratio) shows its evidence's first
-clause. Used by the front page (odebook.book.index), the README's verdict table (odebook.book.reports) and the
+clause. Used by the front page (odebook.book.index), the verdict page and README's table (odebook.book.reports) and the
 findings that open each report (odebook.book.runner).
 """
 
@@ -156,7 +156,7 @@ def _cell(text: str) -> str:
 
 
 def markdown_table(verdicts: Sequence[dict], link: str, beside: Mapping[str, str] | None = None) -> list[str]:
-    """Rows of the README's table for one study (``link`` its Markdown link): finding, verdict, (with ``beside``,
+    """Rows of the verdict page's table for one study (``link`` its Markdown link): finding, verdict, (with ``beside``,
     claim → verdict in another profile's report: that verdict, "—" where it has none,) effect, the statistics in a
     <details> (GitHub renders it in a cell); primary claims first."""
     rows = []

@@ -81,7 +81,7 @@ def test_an_old_form_verdict_reads_its_effect_from_its_evidence(tmp_path):
     assert "a/b = 0.996 [0.981, 1.01]×, n = 3" in page and "paired t = -28.9" in page
 
 
-def test_the_readme_table_has_one_row_per_claim_primaries_first_with_the_effect(tmp_path):
+def test_the_verdict_page_has_one_row_per_claim_primaries_first_and_the_readme_the_primaries(tmp_path):
     verdicts = _declared_verdicts()
     root = _book_with(tmp_path, verdicts[::-1])  # declared out of order: the table still leads with the primaries
     (root / "outputs" / "cpu" / "index.html").write_text("<html></html>")
@@ -90,9 +90,12 @@ def test_the_readme_table_has_one_row_per_claim_primaries_first_with_the_effect(
     assert [r.split(" | ")[1] for r in rows] == [
         "time dependence does not matter (primary)", "the ODE block beats the null arm (primary)",
         "dt scaling helps (secondary)", "the gate calibrates (gate)"]
-    assert rows[0].startswith(f"| [01_x](reports/cpu/01_x/01_x.ipynb)<br><sub>measured at {SCALE}</sub> |")
+    assert rows[0].startswith(f"| [01_x](01_x/01_x.ipynb)<br><sub>measured at {SCALE}</sub> |")  # from reports/cpu
     assert all(r.startswith("|  | ") for r in rows[1:])  # the study named once
     assert "| **held** | a − b = " in rows[1] and " nats, n = 3 | <details><summary>statistics</summary>" in rows[1]
+    short = reports.summary_table(root).splitlines()[2:]
+    assert [r.split(" | ")[1] for r in short] == ["time dependence does not matter", "the ODE block beats the null arm"]
+    assert short[0].startswith(f"| [01_x](reports/cpu/01_x/01_x.ipynb)<br><sub>measured at {SCALE}</sub> |")
 
 
 def test_a_study_measured_at_several_scales_says_so_and_each_claim_names_its_own():

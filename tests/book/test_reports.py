@@ -64,8 +64,10 @@ def test_committed_reports_cover_the_book_stay_small_and_fill_the_readme_table()
         assert (ROOT / reports.REPORTS / profile / "index.html").is_file()
         start, end = reports.readme_markers(profile)
         table = readme.split(start)[1].split(end)[0].strip()
-        assert table == reports.verdict_table(ROOT, profile), f"README's {profile} verdict table is out of date: " \
-            f"python -m odebook.book.reports readme --profile {profile}"
+        again = f"python -m odebook.book.reports readme --profile {profile}"
+        assert table == reports.summary_table(ROOT, profile), f"README's {profile} table is out of date: {again}"
+        page = (ROOT / reports.REPORTS / profile / reports.PAGE).read_text(encoding="utf-8")
+        assert page == reports.page_text(ROOT, profile), f"reports/{profile}/{reports.PAGE} is out of date: {again}"
     size = sum(f.stat().st_size for f in (ROOT / reports.REPORTS).rglob("*") if f.is_file())
     assert size < MAX_BYTES, f"committed reports take {size / 2**20:.1f} MB (at most 20 MB)"
 
@@ -100,11 +102,15 @@ def test_publish_leaves_out_checkpoints_and_failures_and_writes_relative_paths(t
     assert sorted(p.name for p in dst.iterdir()) == ["01_x", "index.html"]
     assert not (dst / "01_x" / "checkpoints").exists() and (dst / "01_x" / "figures" / "f.png").is_file()
     assert json.loads((dst / "01_x" / "01_x.ipynb").read_text()) == {"out": "reports/cpu/01_x"}
-    # the whole evidence: a verdict may rest on several
-    row = "| [01_x](reports/cpu/01_x/01_x.ipynb)<br><sub>measured at tiny</sub> | it holds | **held** | " \
+    # README: each study's primary claims (here, with no roles declared, every claim); the page beside the reports:
+    # the whole evidence (a verdict may rest on several), linked from there
+    summary = "| [01_x](reports/cpu/01_x/01_x.ipynb)<br><sub>measured at tiny</sub> | it holds | **held** |"
+    row = "| [01_x](01_x/01_x.ipynb)<br><sub>measured at tiny</sub> | it holds | **held** | " \
         "mean 1 [0.9, 1.1] | <details><summary>statistics</summary>evidence: mean 1 [0.9, 1.1]; more</details> |"
-    assert reports.update_readme(root) and row in (root / "README.md").read_text()
+    assert reports.update_readme(root) and summary in (root / "README.md").read_text()
+    assert row in (dst / reports.PAGE).read_text() and "mean 1" not in (root / "README.md").read_text()
     assert (root / "README.md").read_text().endswith(f"{reports.README_END}\nrest\n")
+    assert not reports.update_readme(root)  # written once: nothing changes on a second call
 
 
 def test_a_gpu_profiles_table_shows_each_claims_cpu_verdict_beside_its_own(tmp_path):
@@ -126,8 +132,10 @@ def test_a_gpu_profiles_table_shows_each_claims_cpu_verdict_beside_its_own(tmp_p
     assert reports.update_readme(root, "t4")
     table = readme.read_text().split(start)[1].split(end)[0]
     assert "| verdict | cpu verdict |" in table
-    assert "| it holds | **not held** | held | mean 0 [-0.1, 0.1] |" in table
-    assert "| only at scale | **held** | — | mean 2 [1, 3] |" in table
+    assert "| it holds | **not held** | held |" in table and "| only at scale | **held** | — |" in table
+    page = (root / reports.REPORTS / "t4" / reports.PAGE).read_text()
+    assert "| it holds | **not held** | held | mean 0 [-0.1, 0.1] |" in page
+    assert "| only at scale | **held** | — | mean 2 [1, 3] |" in page
     assert readme.read_text().split(reports.README_START)[1].startswith(cpu_table.split(start)[0])
 
 

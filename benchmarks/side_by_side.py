@@ -8,19 +8,30 @@ A seed-run here is what a study's runs are made of: build the model of the large
 round times one batch of as many seed-runs as there are usable cores, each way, one way after the other and the
 order alternating by round (A B, B A, …), so load that comes and goes falls on both; the workers' pool is started
 before the first round, as a study's is before its second look. The load average before and after is printed beside
-the figures.
+the figures. Where side by side gains less than ``GAIN`` (issue 47's bar), the table says why from a measurement: how
+busy today's one process kept its threads (process CPU time over wall time × threads) — a step that already keeps
+every core busy leaves side by side little to take.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import time
 
 import torch
 
 from benchmarks.cpu_profile import STUDIES, largest_run
+
+GAIN = 1.4  # side by side should finish this many times more seed-runs a minute, or the bench says why not
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time so far, every thread's (user + system)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 class SeedRun:
@@ -50,20 +61,37 @@ def compare(study: str, steps: int, rounds: int, cores: int) -> dict:
     ways["side by side"].run(jobs, cpu)  # the pool started and the workers' imports done
     jobs[0](cpu)  # this process's first-call costs, likewise
     times: dict[str, list[float]] = {w: [] for w in ways}
+    busy = []  # today's threads: CPU time over wall time × threads, per round
     for r in range(rounds):
         for name in (list(ways) if r % 2 == 0 else list(ways)[::-1]):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), _cpu_seconds()
             ways[name].run(jobs, cpu)
             times[name].append(time.perf_counter() - t0)
+            if name == "today":
+                busy.append((_cpu_seconds() - c0) / (times[name][-1] * torch.get_num_threads()))
     today, side = statistics.median(times["today"]), statistics.median(times["side by side"])
     return {"study": study, "family": largest_run(study)[0].family, "seed-runs": cores, "steps": steps,
             "today s": today, "side by side s": side, "today runs/min": 60 * cores / today,
-            "side by side runs/min": 60 * cores / side, "ratio": today / side}
+            "side by side runs/min": 60 * cores / side, "ratio": today / side,
+            "today threads busy": statistics.median(busy)}
+
+
+def why(row: dict) -> str:
+    """Why side by side gains less than GAIN for a study (``compare``'s row), or "" where it gains enough."""
+    if row["ratio"] >= GAIN:
+        return ""
+    busy = row["today threads busy"]
+    return (f"{row['study']}: side by side {row['ratio']:.2f}× (< {GAIN}×): today's one process already keeps its "
+            f"{torch.get_num_threads()} threads {busy:.0%} busy, which leaves side by side at most "
+            f"{1 / busy:.2f}× to take" if busy >= 0.75 else
+            f"{row['study']}: side by side {row['ratio']:.2f}× (< {GAIN}×) although today's threads are only "
+            f"{busy:.0%} busy: the workers' own costs (pool calls, each job's data) weigh at {row['steps']} steps")
 
 
 def main(argv: list[str] | None = None) -> None:
     import pandas as pd
 
+    from odebook.book.notebook import SIDE_BY_SIDE_STEPS
     from odebook.training.executor import usable_cores
 
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -80,6 +108,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"seed-runs per minute, {cores} at a time, {a.steps} steps each, median of {a.rounds} interleaved rounds "
           f"(load {load:.2f} → {os.getloadavg()[0]:.2f}; today = one process on {torch.get_num_threads()} threads)")
     print(pd.DataFrame(rows).set_index("study").round(3).to_markdown())
+    faster = sum(r["ratio"] > 1 for r in rows)
+    print(f"the book's default here (executor 'auto', {cores} usable cores): side by side for runs of "
+          f"{SIDE_BY_SIDE_STEPS} steps or more — the faster way for {faster} of {len(rows)} studies in this run")
+    for line in filter(None, map(why, rows)):
+        print(line)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import time
 
@@ -27,12 +26,6 @@ import torch
 from benchmarks.cpu_profile import STUDIES, largest_run
 
 GAIN = 1.4  # side by side should finish this many times more seed-runs a minute, or the bench says why not
-
-
-def _cpu_seconds() -> float:
-    """This process's CPU time so far, every thread's (user + system)."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 class SeedRun:
@@ -65,11 +58,11 @@ def compare(study: str, steps: int, rounds: int, cores: int) -> dict:
     busy = []  # today's threads: CPU time over wall time × threads, per round
     for r in range(rounds):
         for name in (list(ways) if r % 2 == 0 else list(ways)[::-1]):
-            t0, c0 = time.perf_counter(), _cpu_seconds()
+            t0, c0 = time.perf_counter(), time.process_time()  # as benchmarks.timing.timed
             ways[name].run(jobs, cpu)
             times[name].append(time.perf_counter() - t0)
             if name == "today":
-                busy.append((_cpu_seconds() - c0) / (times[name][-1] * torch.get_num_threads()))
+                busy.append((time.process_time() - c0) / (times[name][-1] * torch.get_num_threads()))
     today, side = statistics.median(times["today"]), statistics.median(times["side by side"])
     return {"study": study, "family": largest_run(study)[0].family, "seed-runs": cores, "steps": steps,
             "today s": today, "side by side s": side, "today runs/min": 60 * cores / today,

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 __all__ = ["SEVERAL", "Effect", "effects", "is_primary", "ordered", "study_scale", "sentence", "statistics",
-           "html_list", "markdown_table"]
+           "html_list", "cell", "markdown_table"]
 
 _NUM = r"-?(?:\d[\d,]*\.?\d*(?:e[-+]?\d+)?|nan|inf)"
 _INTERVAL = re.compile(rf"mean (?P<label>a − b|log\(a/b\)) = (?P<mean>{_NUM}) "
@@ -151,7 +151,8 @@ def markdown_list(verdicts: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
+    """``text`` as one Markdown table cell: its pipes escaped, its lines joined."""
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -163,7 +164,7 @@ def markdown_table(verdicts: Sequence[dict], link: str, beside: Mapping[str, str
     for i, v in enumerate(ordered(verdicts)):
         role = "primary" if is_primary(v) else (v.get("role", "").split(",")[0] or "")
         stats = "<br>".join(f"{k}: {html.escape(t)}" for k, t in statistics(v, study_scale(verdicts)))
-        rows.append("| " + " | ".join(_cell(c) for c in (
+        rows.append("| " + " | ".join(cell(c) for c in (
             link if i == 0 else "", v.get("claim", "") + (f" ({role})" if role else ""), f"**{v.get('verdict', '')}**",
             *([beside.get(v.get("claim", "")) or "—"] if beside is not None else []), _effect_text(v) or "—",
             f"<details><summary>statistics</summary>{stats}</details>")) + " |")

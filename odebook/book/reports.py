@@ -182,7 +182,7 @@ def summary_table(root: Path, profile: str = "cpu") -> str:
             claim = v.get("claim", "")
             cells = [link if i == 0 else "", claim, f"**{v.get('verdict', '')}**",
                      *([other.get(claim) or "—"] if other is not None else [])]
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+            lines.append("| " + " | ".join(map(findings.cell, cells)) + " |")
     return "\n".join(lines)
 
 

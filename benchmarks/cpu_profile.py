@@ -140,9 +140,12 @@ def _in_worker(args: list[str], env: dict[str, str]) -> dict:
     from odebook.training.runtime import ALLOCATOR_ENV
 
     env = {**{k: v for k, v in os.environ.items() if k not in OMP}, **ALLOCATOR_ENV, **env}
-    out = subprocess.run([sys.executable, "-m", "benchmarks.cpu_profile", "--worker", *args], env=env, check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run([sys.executable, "-m", "benchmarks.cpu_profile", "--worker", *args], env=env,
+                          capture_output=True, text=True)
+    if done.returncode:  # one line that says which worker and why, not the parent's traceback
+        raise SystemExit(f"bench: the worker for {' '.join(args)} failed: "
+                         + (done.stderr.strip().splitlines() or ["no message"])[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _step_in_worker(study: str, steps: int, warmup: int, env: dict[str, str], reference: bool = False) -> dict:

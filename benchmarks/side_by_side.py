@@ -8,10 +8,14 @@ A seed-run here is what a study's runs are made of: build the model of the large
 round times one batch of as many seed-runs as there are usable cores, each way, one way after the other and the
 order alternating by round (A B, B A, …), so load that comes and goes falls on both; the workers' pool is started
 before the first round, as a study's is before its second look. The load average before and after is printed beside
-the figures. Where side by side gains less than ``GAIN`` (issue 47's bar), a line says so with what was measured beside
-it: how busy today's one process kept its threads by CPU time (over wall time × threads). That is no reason by itself:
-OpenMP's spin-waiting counts as busy, and on the Xeon of 2026-11-27 every study's one process read 98-100 % busy while
-side by side still finished 1.30-1.39× the seed-runs a minute.
+the figures.
+
+Each round times a third way too: one seed-run alone on one one-thread worker, the other cores idle. It splits the
+ratio into two measured factors, ``ratio = cores / (threads × sharing)``: *threads*, how much faster today's one
+process (all threads on one run) finishes a seed-run than one thread alone does; *sharing*, how much longer a seed-run
+takes beside the others than alone (the cores' caches, memory bandwidth, and on a virtual machine whatever the host's
+cores share). Where side by side gains less than ``GAIN`` (issue 47's bar), a line names the study with both factors
+and the ceiling that today's threads alone leave it (``cores / threads``, the gain with nothing shared).
 """
 
 from __future__ import annotations
@@ -45,39 +49,46 @@ class SeedRun:
 
 
 def compare(study: str, steps: int, rounds: int, cores: int) -> dict:
-    """Seconds per batch of ``cores`` seed-runs, today's way and side by side, in interleaved rounds."""
+    """Seconds per batch of ``cores`` seed-runs, today's way and side by side, and of one seed-run alone on one
+    thread, in interleaved rounds; the ratio and its two factors (module docstring)."""
     from odebook.training.executor import Local, Workers
     from odebook.training.runtime import precision_for
 
     cpu = precision_for(torch.device("cpu"))
     jobs = [SeedRun(study, steps, seed) for seed in range(cores)]
-    ways = {"today": Local(), "side by side": Workers(cores)}
-    ways["side by side"].run(jobs, cpu)  # the pool started and the workers' imports done
+    ways = {"today": (Local(), jobs), "side by side": (Workers(cores), jobs), "alone": (Workers(1), jobs[:1])}
+    for executor, batch in list(ways.values())[1:]:
+        executor.run(batch, cpu)  # the pools started and the workers' imports done
     jobs[0](cpu)  # this process's first-call costs, likewise
     times: dict[str, list[float]] = {w: [] for w in ways}
-    busy = []  # today's threads: CPU time over wall time × threads, per round
     for r in range(rounds):
-        for name in (list(ways) if r % 2 == 0 else list(ways)[::-1]):
-            t0, c0 = time.perf_counter(), time.process_time()  # as benchmarks.timing.timed
-            ways[name].run(jobs, cpu)
+        order = list(ways)[r % len(ways):] + list(ways)[:r % len(ways)]  # each way first in turn
+        for name in order:
+            executor, batch = ways[name]
+            t0 = time.perf_counter()
+            executor.run(batch, cpu)
             times[name].append(time.perf_counter() - t0)
-            if name == "today":
-                busy.append((time.process_time() - c0) / (times[name][-1] * torch.get_num_threads()))
-    today, side = statistics.median(times["today"]), statistics.median(times["side by side"])
+    today, side, alone = (statistics.median(times[w]) for w in ways)
     return {"study": study, "family": largest_run(study)[0].family, "seed-runs": cores, "steps": steps,
-            "today s": today, "side by side s": side, "today runs/min": 60 * cores / today,
+            "today s": today, "side by side s": side, "alone s": alone, "today runs/min": 60 * cores / today,
             "side by side runs/min": 60 * cores / side, "ratio": today / side,
-            "today threads busy": statistics.median(busy)}
+            "threads": cores * alone / today, "sharing": side / alone}
 
 
 def why(row: dict) -> str:
-    """For a study (``compare``'s row) where side by side gains less than GAIN: the shortfall and how busy today's
-    threads were by CPU time (spin-waiting included, so not how much of it was work); "" where it gains enough."""
+    """For a study (``compare``'s row) where side by side gains less than GAIN: the ratio as ``cores / (threads ×
+    sharing)`` with both factors measured, and the ceiling today's threads leave it; "" where it gains enough."""
     if row["ratio"] >= GAIN:
         return ""
-    return (f"{row['study']}: side by side {row['ratio']:.2f}× (< {GAIN}×); today's one process held its "
-            f"{torch.get_num_threads()} threads {row['today threads busy']:.0%} busy by CPU time (OpenMP's "
-            f"spin-waiting counts as busy), at {row['steps']} steps a seed-run")
+    cores, threads, sharing = row["seed-runs"], row["threads"], row["sharing"]
+    ceiling = cores / threads
+    cause = (f"today's threads already run one seed-run {threads:.2f}× faster than one thread, so even with nothing "
+             f"shared side by side could gain at most {ceiling:.2f}×" if ceiling < GAIN else
+             f"with nothing shared it could gain {ceiling:.2f}×; the shortfall is what the runs share "
+             "(caches, memory bandwidth, a virtual machine's host cores)")
+    return (f"{row['study']}: side by side {row['ratio']:.2f}× (< {GAIN}×) = {cores} / ({threads:.2f} × "
+            f"{sharing:.2f}): today's one process finishes a seed-run {threads:.2f}× faster than one thread alone, "
+            f"and side by side each seed-run takes {sharing:.2f}× its time alone; {cause}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,3 +33,11 @@ def test_timing_beside_a_process_on_the_same_core_is_flagged():
         spinner.wait()
     share = float(timed.stdout)
     assert share < CONTAMINATED and contaminated(share, 0.0), share
+
+
+def test_a_failing_bench_worker_stops_with_one_line_naming_it():
+    from benchmarks import cpu_profile
+
+    line = r"bench: the worker for step no_such_study 1 1 0 failed: .*ParamError: .*no_such_study"
+    with pytest.raises(SystemExit, match=line):
+        cpu_profile._in_worker(["step", "no_such_study", "1", "1", "0"], {})

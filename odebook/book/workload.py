@@ -189,7 +189,8 @@ def _mqar(p: Params) -> list[Runs]:
     forwards = ((evaluations(p.mqar_steps, p.eval_interval) * len(p.mqar_eval_ks) + sets) * p.mqar_eval_batches
                 + 4 * SCORING_BATCHES * len(p.mqar_eval_ks))
     work = (Work(p.mqar_steps, batch), Work(forwards, batch, train=False))
-    arms = [*(("gdn", p.mqar_config(d).build) for d in p.mqar_d), ("swa", p.mqar_config(p.mqar_d[0], "no state").build),
+    arms = [*(("gdn", p.mqar_config(d).build) for d in p.mqar_d),
+            *(("swa", p.mqar_config(d, "no state").build) for d in (p.mqar_d[0], p.mqar_d[-1])),
             ("gpt", p.mqar_config(p.mqar_d[-1], "attention").build)]
     tried = len(p.mqar_lr_grid) + p.mqar_lr_extensions
     return [Runs(family, build, n, work, part=part) for family, build in arms

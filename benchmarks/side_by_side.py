@@ -6,9 +6,9 @@ section ``--only side``).
 A seed-run here is what a study's runs are made of: build the model of the largest training run of its cpu plan
 (odebook.book.workload) and train it ``steps`` steps on that run's batch (odebook.study.timing.training_step). Each
 round times one batch of as many seed-runs as there are usable cores, each way, one way after the other and the
-order alternating by round (A B, B A, …), so load that comes and goes falls on both; the workers' pool is started
-before the first round, as a study's is before its second look. The load average before and after is printed beside
-the figures.
+order rotating by round (A B C, B C A, …), so load that comes and goes falls on every way; the workers' pools are
+started before the first round, as a study's is before its second look. The load average before and after is
+printed beside the figures.
 
 Each round times a third way too: one seed-run alone on one one-thread worker, the other cores idle. It splits the
 ratio into two measured factors, ``ratio = cores / (threads × sharing)``: *threads*, how much faster today's one

@@ -3,13 +3,12 @@ ratio is made of and the ceiling today's threads leave it."""
 
 import pytest
 
-from benchmarks.side_by_side import GAIN, why
+from benchmarks.side_by_side import GAIN, factors, why
 
 
 def row(*, today: float, side: float, alone: float, cores: int = 2) -> dict:
     """A compare() row from three medians (seconds): today's batch of ``cores`` runs, side by side's, one alone."""
-    return {"study": "01_gradient_flow", "seed-runs": cores, "steps": 30, "ratio": today / side,
-            "threads": cores * alone / today, "sharing": side / alone}
+    return {"study": "01_gradient_flow", "steps": 30, **factors(today, side, alone, cores)}
 
 
 def test_the_ratio_is_the_cores_over_its_two_factors():

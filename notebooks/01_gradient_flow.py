@@ -114,17 +114,11 @@ elif importlib.util.find_spec("odebook") is None:
 
 # %% tags=["parameters"]
 # The t4 profile's values; params/<profile>/01_gradient_flow.yaml overrides these.
+# The machine's settings (device, executor and SLURM, checkpoints) are not study settings: set once for every
+# study by the profile file or -p (docs/running.md).
 seed = 0
 n_seeds = 12
 looks = [3, 6, 9]
-device = "auto"
-output_dir = ""
-executor = "auto"  # one-thread workers side by side on a CPU; "local"; "submitit": job arrays (docs/running.md)
-executor_folder = ""
-slurm_partition = ""
-slurm_time_min = 120
-slurm_gpus_per_job = 0  # 1 on a GPU partition (the README's cluster recipe)
-slurm_array_parallelism = 16
 # the model: the source's block and flow, 2 layers with layer 1 replaced (see Departures)
 n_layer = 2
 d_model = 256
@@ -164,15 +158,12 @@ weight_decay = 0.1
 grad_clip = 1.0
 eval_interval = 50
 eval_batches = 20
-tensorboard = False
-checkpoint_interval = 100
-checkpoint_dir = ""
-fresh = False
 dynamics_sequences = 2
 dynamics_tokens = 8
 
 # %%
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -189,7 +180,7 @@ from odebook.params import GradientFlowParams
 from odebook.study import dynamics
 from odebook.study.calibrated import alpha_normalised, calibrated_claims, loss_without_flow, paired_losses
 from odebook.study.claims import declaration
-from odebook.study.experiment import grad_ratios, run_seeds, summarize, tune_lr, tuning_seed
+from odebook.study.experiment import grad_ratios, run_seeds, summarize, tune_lr
 from odebook.study.looks import run_in_looks
 from odebook.study.lr_grid import check_tried
 from odebook.study.recall import mqar_task
@@ -228,8 +219,6 @@ print(f"hybrid: layers {p.ode_layers} of {p.n_layer} → one ODE flow block, {p.
 OFF = "hybrid, flow off"
 claims = calibrated_claims(p.margin, ablated=OFF)
 display(Markdown(declaration(claims)))
-seeds = list(range(p.seed, p.seed + p.n_seeds))
-plan = [*p.looks, p.n_seeds]
 
 # %% [markdown]
 # **The design's power.** With a seed SD `design_sd` of the paired differences (a pilot's; 0 = not shown),
@@ -241,7 +230,8 @@ if p.design_sd > 0:
     ni, beats = claims[1], claims[2]
     cases = [("non-inferior, hybrid = baseline", ni, 0.0), ("non-inferior, worse by the margin", ni, p.margin),
              ("beats null, by the margin", beats, -p.margin)]
-    rows = [(case, operating(c, plan, mean=m, sd=p.design_sd, alpha=p.alpha / 2)) for case, c, m in cases]
+    rows = [(case, operating(c, p.seed_plan.design, mean=m, sd=p.design_sd, alpha=p.alpha / 2))
+            for case, c, m in cases]
     design = pd.DataFrame([{"case": case, "P(held)": o.efficacy, "P(not held)": o.futility,
                             "P(inconclusive at the cap)": o.cap, "mean seeds": o.seeds} for case, o in rows])
     design = design.set_index("case")
@@ -249,15 +239,14 @@ if p.design_sd > 0:
 
 # %% [markdown]
 # ## Learning rates, tuned per arm
-# Each arm trains on a seed of its own (`tuning_seed`, past the last confirmatory seed) at every rate of `lr_grid`;
-# the lowest final validation loss chooses. The same grid, steps and batches for every arm. A choice at an edge of
-# the grid is flagged untuned (odebook.study.lr_grid); the pilot above tried the hybrid further, up to 1e-2.
-
+# Each arm trains on a seed of its own (`p.seed_plan.tuning`, past the last confirmatory seed) at every rate of
+# `lr_grid`; the lowest final validation loss chooses. The same grid, steps and batches for every arm. A choice at an
+# edge of the grid is flagged untuned (odebook.study.lr_grid); the pilot above tried the hybrid further, up to 1e-2.
 # %%
 config = TrainConfig.from_params(p, steps=p.task_steps)
 options = notebook.run_options(p, out)
-seeds, log_dir = list(options.pop("seeds")), options.pop("log_dir")
-chosen, lr_table, _ = tune_lr(builders, task, config, precision, lrs=p.lr_grid, seed=tuning_seed(seeds), **options)
+log_dir = options.pop("log_dir")
+chosen, lr_table, _ = tune_lr(builders, task, config, precision, lrs=p.lr_grid, seed=p.seed_plan.tuning, **options)
 grid = check_tried({a: p.lr_grid for a in builders}, chosen, p.lr_grid)
 lr_table["chosen lr"], lr_table["tuning"] = pd.Series(chosen), pd.Series({a: g.note for a, g in grid.items()})
 notebook.save_table(lr_table, out, "lr_selection")
@@ -270,7 +259,8 @@ configs = {a: dataclasses.replace(config, lr=chosen[a]) for a in builders}
 # flow-off loss of each hybrid is taken on the same test batches.
 
 # %%
-groups = lambda name, model: layer_groups(model, cfg.replaced_blocks(name))  # noqa: E731
+def groups(name, model):
+    return layer_groups(model, cfg.replaced_blocks(name))
 
 
 def by_seed(runs, arm, metric=lambda r: r.test_loss):
@@ -282,10 +272,13 @@ def losses_of(runs):
     return {**{a: by_seed(runs, a) for a in builders}, OFF: off}
 
 
-looked = run_in_looks(lambda s, done: run_seeds(builders, task, configs, precision, groups=groups, seeds=s,
-                                                done=done, log_dir=log_dir, **options),
-                      claims, lambda runs: paired_losses(losses_of(runs), claims), seeds=seeds, looks=p.looks,
-                      alpha=p.alpha)
+def values_of(runs):
+    return paired_losses(losses_of(runs), claims)
+
+
+run_arms = functools.partial(run_seeds, builders, task, configs, precision, groups=groups, log_dir=log_dir,
+                             **options)
+looked = run_in_looks(run_arms, claims, values_of, plan=p.seed_plan, alpha=p.alpha)
 runs = looked.runs
 losses = losses_of(runs)
 print(f"ran {looked.seeds} seeds of {p.n_seeds}")
@@ -396,7 +389,7 @@ if p.lm_seeds:
     print(splits.description)
     text = gradient_flow_arms(p.model_config(splits.vocab_size))
     lm_runs = run_seeds(text, lm_task(splits, **notebook.batch_shape(p)), TrainConfig.from_params(p), precision,
-                        seeds=range(p.seed, p.seed + p.lm_seeds), **options)
+                        seeds=p.seed_plan.seeds[:p.lm_seeds], **options)
     lm_table = summarize(lm_runs)
     removal = mean_ci(np.subtract(by_seed(lm_runs, "null"), by_seed(lm_runs, "baseline")))
     print(f"null − baseline on {p.corpus}: {removal} nats of test loss, {p.lm_seeds} seeds")

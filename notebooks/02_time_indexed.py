@@ -115,17 +115,11 @@ elif importlib.util.find_spec("odebook") is None:
 
 # %% tags=["parameters"]
 # The source's configuration (the t4 profile). params/<profile>/02_time_indexed.yaml overrides these.
+# The machine's settings (device, executor and SLURM, checkpoints) are not study settings: set once for every
+# study by the profile file or -p (docs/running.md).
 seed = 0
 n_seeds = 12
 looks = [4, 8]
-device = "auto"
-output_dir = ""
-executor = "auto"  # one-thread workers side by side on a CPU; "local"; "submitit": job arrays (docs/running.md)
-executor_folder = ""
-slurm_partition = ""
-slurm_time_min = 120
-slurm_gpus_per_job = 0  # 1 on a GPU partition (the README's cluster recipe)
-slurm_array_parallelism = 16
 models = ["standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_mlp_constant", "ti_mlp_dt", "ode_shared",
           "ti_mlp_twin"]
 corpus = "wikitext2"
@@ -151,10 +145,6 @@ weight_decay = 0.0
 grad_clip = 1.0
 eval_interval = 100
 eval_batches = 20
-tensorboard = False
-checkpoint_interval = 100
-checkpoint_dir = ""
-fresh = False
 n_freq = 16
 d_emb = 32
 gate_width = 32
@@ -181,7 +171,7 @@ from odebook.study import dynamics
 from odebook.book import notebook
 from odebook.book import plots
 from odebook.study.claims import Claim, declaration, negative_control, paired, settle
-from odebook.study.experiment import compare_to, loss_at_depth, run_seeds, summarize, tune_lr, tuning_seed
+from odebook.study.experiment import compare_to, loss_at_depth, run_seeds, summarize, tune_lr
 from odebook.study.looks import run_in_looks
 from odebook.study.lr_grid import check_tried
 from odebook.study.sequential import operating
@@ -190,7 +180,7 @@ from odebook.study.timing import interleaved, training_step
 from odebook.models.lm import block_params
 from odebook.nn.modulated import modulation_curves
 from odebook.nn.ssm import ModulatedSSM
-from odebook.params import TimeIndexedParams
+from odebook.params import SeedPlan, TimeIndexedParams
 from odebook.study.stats import Verdict, mean_ci
 from odebook.training.train import TrainConfig, evaluate
 
@@ -272,7 +262,7 @@ claims = [c for c in claims if c not in equal_claims]
 # %%
 PILOT_SD = {"ti_mlp − standard": 0.0809, "ti_mlp − tong": 0.0094, "ti_mlp − ti_mlp_constant": 0.0165,
             "ti_ssm − ti_mlp": 0.0211, "ti_mlp − ti_mlp_twin": 0.0165}
-design, level = [*p.looks, p.n_seeds], p.alpha / max(len(primaries), 1)
+design, level = p.seed_plan.design, p.alpha / max(len(primaries), 1)
 rows = []
 for c in [*primaries, *(c for c in claims if c.controls)] if p.n_seeds >= 2 else []:
     for part in (part for part in c.comparisons if part in PILOT_SD):
@@ -310,13 +300,13 @@ print(splits.description)
 # the run of 2026-11-27 (seeds 100–111, the lowest loss choosing) gave the TI-MLP family 1.6e-2 over 8e-3 by 0.0007 nats
 # of mean loss, and there two identical TI-MLPs differed by an SD of 0.044 nats across seeds, 2.7× the pilot's — too
 # wide for the time-dependence claim to decide (it needed ≈ 39 seeds). That run is this rule's pilot; the confirmatory
-# seeds are fresh (`seed`). The grid runs on a seed of its own, past the last confirmatory seed (`tuning_seed`): no run
-# that chose its own rate is among the runs the claims are tested on. The TI-MLP, its constant-modulation ablation and
-# its twin differ only in what claims (1) and (2) test, so they train at **one rate**: each of the three at every rate
-# any of them tried, the rule applied to the mean over the three at the same tolerance (a tighter one for the mean would
-# let the other arms drift further toward slow rates than the TI-MLP). Tuned apart, the earlier report's twin landed on
-# 8e-3 and the TI-MLP on 1.6e-2 — on the tuning seeds 112–114 of an uncommitted pilot the choice between those two
-# flipped from seed to seed for each of the three — and the twin's control then held (+0.015 [0.003, 0.027] nats): a
+# seeds are fresh (`seed`). The grid runs on a seed of its own, past the last confirmatory seed (`p.seed_plan.tuning`):
+# no run that chose its own rate is among the runs the claims are tested on. The TI-MLP, its constant-modulation
+# ablation and its twin differ only in what claims (1) and (2) test, so they train at **one rate**: each of the three at
+# every rate any of them tried, the rule applied to the mean over the three at the same tolerance (a tighter one for the
+# mean would let the other arms drift further toward slow rates than the TI-MLP). Tuned apart, the earlier report's twin
+# landed on 8e-3 and the TI-MLP on 1.6e-2 — on the tuning seeds 112–114 of an uncommitted pilot the choice between those
+# two flipped from seed to seed for each of the three — and the twin's control then held (+0.015 [0.003, 0.027] nats): a
 # rate difference read as an effect.
 
 # %%
@@ -325,7 +315,7 @@ builders = {name: functools.partial(cfg.build, name) for name in p.models}
 task = lm_task(splits, **notebook.batch_shape(p))
 config = TrainConfig.from_params(p)
 options = notebook.run_options(p, out)
-seeds, log_dir = list(options.pop("seeds")), options.pop("log_dir")
+log_dir, plan = options.pop("log_dir"), p.seed_plan
 SE = PILOT_SD["ti_mlp − ti_mlp_twin"] / np.sqrt(2)  # one model's validation loss on one seed (the pilot)
 
 
@@ -334,7 +324,7 @@ def one_se(losses, se):
     return float(min(lr for lr, loss in losses.dropna().items() if loss <= losses.min() + se))
 
 
-_, lr_table, _ = tune_lr(builders, task, config, precision, lrs=p.lr_grid, seed=tuning_seed(seeds),
+_, lr_table, _ = tune_lr(builders, task, config, precision, lrs=p.lr_grid, seed=plan.tuning,
                          max_extensions=p.lr_extensions, **options)
 chosen = {n: one_se(lr_table.loc[n], SE) for n in builders}
 tried = {n: [lr for lr in lr_table.columns if pd.notna(lr_table.loc[n, lr])] for n in builders}
@@ -342,14 +332,14 @@ family = [n for n in ("ti_mlp", "ti_mlp_constant", "ti_mlp_twin") if n in builde
 if len(family) > 1:  # one rate for the three: each trains at every rate any of them tried; the rule on their mean
     rates = sorted({lr for n in family for lr in tried[n]})
     _, family_table, _ = tune_lr({n: builders[n] for n in family}, task, config, precision, lrs=rates,
-                                 seed=tuning_seed(seeds), **options)
+                                 seed=plan.tuning, **options)
     lr_table.loc[family, rates] = family_table.loc[family, rates]
     chosen |= dict.fromkeys(family, one_se(family_table.mean(), SE))  # one tolerance for every arm
     tried |= dict.fromkeys(family, rates)
     print(f"{', '.join(family)}: one rate, {chosen[family[0]]:g} (mean validation loss over the three, per rate: "
           + ", ".join(f"{lr:g} {v:.4f}" for lr, v in family_table.mean().items()) + ")")
-print(f"learning rates tuned on seed {tuning_seed(seeds)} (one standard error: {SE:.4f} nats); confirmatory seeds "
-      f"{seeds[0]}–{seeds[-1]}")
+print(f"learning rates tuned on seed {plan.tuning} (one standard error: {SE:.4f} nats); confirmatory seeds "
+      f"{plan.seeds[0]}–{plan.seeds[-1]}")
 grid_status = check_tried(tried, chosen, p.lr_grid, max_extensions=p.lr_extensions)
 lr_table["chosen lr"] = pd.Series(chosen)
 lr_table["tuning"] = pd.Series({n: c.action for n, c in grid_status.items()})
@@ -397,11 +387,12 @@ def values_of(runs):
     return values
 
 
-looked = run_in_looks(lambda now, done: run_seeds(builders, task, configs, precision, seeds=now,
-                                                  done=done, log_dir=log_dir, **options),
-                      claims, values_of, seeds=seeds, looks=p.looks if primaries else (), alpha=p.alpha)
+run_arms = functools.partial(run_seeds, builders, task, configs, precision, log_dir=log_dir, **options)
+# without primaries (a profile whose models leave none) no look is taken: every seed runs at once
+looked = run_in_looks(run_arms, claims, values_of, plan=plan if primaries else SeedPlan(p.seed, p.n_seeds),
+                      alpha=p.alpha)
 runs = looked.runs
-print(f"{looked.seeds} of {len(seeds)} seeds ran")
+print(f"{looked.seeds} of {p.n_seeds} seeds ran")
 display(Markdown(looked.markdown()))
 
 # %% [markdown]
@@ -463,7 +454,7 @@ notebook.save_figure(fig, out, "validation_curves")
 # own step times, taken minutes apart, are not used for a speed verdict.
 
 # %%
-batch = tuple(t.to(precision.device) for t in next(task.batches(seeds[0])))
+batch = tuple(t.to(precision.device) for t in next(task.batches(p.seed)))
 cuda = precision.device.type == "cuda"
 
 

@@ -79,17 +79,11 @@ elif importlib.util.find_spec("odebook") is None:
 
 # %% tags=["parameters"]
 # The source's configuration (the t4 profile). params/<profile>/03_gdn_scaling.yaml overrides these.
+# The machine's settings (device, executor and SLURM, checkpoints) are not study settings: set once for every
+# study by the profile file or -p (docs/running.md).
 seed = 0
 n_seeds = 3
 looks = []
-device = "auto"
-output_dir = ""
-executor = "auto"  # one-thread workers side by side on a CPU; "local"; "submitit": job arrays (docs/running.md)
-executor_folder = ""
-slurm_partition = ""
-slurm_time_min = 120
-slurm_gpus_per_job = 0  # 1 on a GPU partition (the README's cluster recipe)
-slurm_array_parallelism = 16
 corpus = "wikitext2"
 tokenizer = "gpt2"
 ladder_d = [128, 256, 512]
@@ -107,10 +101,6 @@ weight_decay = 0.1
 grad_clip = 1.0
 eval_interval = 100
 eval_batches = 20
-tensorboard = False
-checkpoint_interval = 100
-checkpoint_dir = ""
-fresh = False
 alpha = 0.05
 chunk_size = 64
 ks = [2, 4]
@@ -154,7 +144,7 @@ from odebook.study.capacity import capacity
 from odebook.study.claims import Claim, declaration, negative_control, paired, settle
 from odebook.study.looks import run_in_looks, void_by_controls
 from odebook.data import tasks
-from odebook.study.experiment import run_seeds, summarize, tune_lr, tune_then_run, tuning_seed
+from odebook.study.experiment import run_seeds, summarize, tune_lr, tune_then_run
 from odebook.study.lr_grid import check_tried
 from odebook.study.task import Task, lm_task
 from odebook.models.lm import block_params
@@ -165,7 +155,7 @@ from odebook.training.train import TrainConfig
 
 p, out, precision = notebook.start(GDNScalingParams, globals())
 tok = data.get_tokenizer(p.tokenizer)
-seeds = range(p.seed, p.seed + p.n_seeds)
+seeds = p.seed_plan.seeds
 size_name = lambda i: f"d{p.ladder_d[i]}×{p.ladder_layers[i]}"  # noqa: E731
 print(f"sizes (width × GDN layers): {[size_name(i) for i in range(len(p.ladder_d))]}; tokenizer {tok.name}")
 
@@ -356,11 +346,10 @@ def mqar_values(runs_):
 
 
 mqar_options = notebook.run_options(p, out, "mqar")
-mqar_options.pop("seeds")
 mqar_log = mqar_options.pop("log_dir")
 mqar_train = TrainConfig.from_params(p, steps=p.mqar_steps)
 mqar_lr, mqar_lr_table, _ = tune_lr(mqar_arms, recall_task, mqar_train, precision, lrs=p.mqar_lr_grid,
-                                    seed=tuning_seed(seeds), max_extensions=p.mqar_lr_extensions, **mqar_options)
+                                    seed=p.seed_plan.tuning, max_extensions=p.mqar_lr_extensions, **mqar_options)
 mqar_tried = {n: [lr for lr in mqar_lr_table.columns if pd.notna(mqar_lr_table.loc[n, lr])] for n in mqar_arms}
 mqar_tuning = check_tried(mqar_tried, mqar_lr, p.mqar_lr_grid, max_extensions=p.mqar_lr_extensions)
 mqar_lr_table["chosen lr"], mqar_lr_table["tuning"] = pd.Series(mqar_lr), pd.Series(
@@ -368,12 +357,11 @@ mqar_lr_table["chosen lr"], mqar_lr_table["tuning"] = pd.Series(mqar_lr), pd.Ser
 notebook.save_table(mqar_lr_table, out, "mqar_lr_selection")
 display(mqar_lr_table.round(4))
 mqar_configs = {n: dataclasses.replace(mqar_train, lr=mqar_lr[n]) for n in mqar_arms}
-mqar_looked = run_in_looks(lambda now, done: run_seeds(mqar_arms, recall_task, mqar_configs, precision, seeds=now,
-                                                       done=done, keep=lambda run: False, log_dir=mqar_log,
-                                                       **mqar_options),
-                           mqar_claims, mqar_values, seeds=seeds, looks=p.looks, alpha=p.alpha)
+mqar_run = functools.partial(run_seeds, mqar_arms, recall_task, mqar_configs, precision, keep=lambda run: False,
+                             log_dir=mqar_log, **mqar_options)
+mqar_looked = run_in_looks(mqar_run, mqar_claims, mqar_values, plan=p.seed_plan, alpha=p.alpha)
 mqar_runs = mqar_looked.runs
-print(f"{mqar_looked.seeds} of {len(seeds)} seeds ran; learning rates tuned on seed {tuning_seed(seeds)}")
+print(f"{mqar_looked.seeds} of {p.n_seeds} seeds ran; learning rates tuned on seed {p.seed_plan.tuning}")
 display(Markdown(mqar_looked.markdown()))
 
 # %% [markdown]
@@ -472,7 +460,7 @@ def bindings(size):
 
 niah_runs = run_seeds({n: p.size_config(i, "gdn").build for n, i in sizes.items()},
                       {n: bindings(size_name(i)) for n, i in sizes.items()},
-                      TrainConfig.from_params(p, steps=p.niah_steps), precision, keep=lambda run: False,
+                      TrainConfig.from_params(p, steps=p.niah_steps), precision, seeds=seeds, keep=lambda run: False,
                       **notebook.run_options(p, out, "retrieval"))
 niah_runs = sorted(niah_runs, key=lambda r: list(sizes).index(r.model))  # by size, seeds in order
 origins = {f"{r.model}_seed{r.seed}": r.origin for r in niah_runs}
@@ -512,7 +500,8 @@ for s in p.series:
     for i in range(len(p.ladder_d)):
         name = f"{s} {size_name(i)}"
         runs, tried, chosen = tune_then_run({name: p.size_config(i, s).build}, task, TrainConfig.from_params(p),
-                                            precision, lrs=p.lr_grid, **notebook.run_options(p, out, "lm"))
+                                            precision, lrs=p.lr_grid, plan=p.seed_plan,
+                                            **notebook.run_options(p, out, "lm"))
         best = chosen[name]
         lr_rows += [{"series": s, "size": size_name(i), "lr": lr, "val_loss": loss, "chosen": lr == best}
                     for lr, loss in tried.loc[name].items()]

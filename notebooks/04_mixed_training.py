@@ -119,17 +119,11 @@ elif importlib.util.find_spec("odebook") is None:
 
 # %% tags=["parameters"]
 # The source's configuration (the t4 profile). params/<profile>/04_mixed_training.yaml overrides these.
+# The machine's settings (device, executor and SLURM, checkpoints) are not study settings: set once for every
+# study by the profile file or -p (docs/running.md).
 seed = 0
 n_seeds = 3
 looks = []
-device = "auto"
-output_dir = ""
-executor = "auto"  # one-thread workers side by side on a CPU; "local"; "submitit": job arrays (docs/running.md)
-executor_folder = ""
-slurm_partition = ""
-slurm_time_min = 120
-slurm_gpus_per_job = 0  # 1 on a GPU partition (the README's cluster recipe)
-slurm_array_parallelism = 16
 corpus = "tinystories"
 tokenizer = "gpt2"
 pattern = "GGGGGS"
@@ -146,10 +140,6 @@ weight_decay = 0.1
 grad_clip = 1.0
 eval_interval = 100
 eval_batches = 20
-tensorboard = False
-checkpoint_interval = 100
-checkpoint_dir = ""
-fresh = False
 alpha = 0.05
 bottlenecks = ["static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted"]
 regimes = ["lm", "niah", "mixed"]
@@ -193,7 +183,7 @@ from odebook.training.train import TrainConfig, evaluate
 
 p, out, precision = notebook.start(MixedTrainingParams, globals())
 tok = data.get_tokenizer(p.tokenizer)
-seeds = list(range(p.seed, p.seed + p.n_seeds))
+seeds = p.seed_plan.seeds
 arms = p.arms()  # name → configuration (odebook.models.configs.PatternConfig)
 
 # %%
@@ -365,11 +355,10 @@ regime_task = {name: Task(batches=functools.partial(batches, regime), valid=vali
                           loss_fn=mixed_loss if regime == "mixed" else lm_loss,
                           score=functools.partial(score, arm, regime)) for name, (arm, regime) in grid.items()}
 sample = next((f"{a}_mixed" for a in arms if arms[a].local_path.source_drop and "mixed" in p.regimes), None)
-options = {k: v for k, v in notebook.run_options(p, out).items() if k != "seeds"}
-looked = run_in_looks(lambda now, done: run_seeds(
-    {name: arms[arm].build for name, (arm, _) in grid.items()}, regime_task, TrainConfig.from_params(p), precision,
-    seeds=now, done=done, keep=lambda run: run.model == sample and run.seed == p.seed, **options),
-    claims, values_of, seeds=seeds, looks=p.looks, alpha=p.alpha)
+run_arms = functools.partial(run_seeds, {name: arms[arm].build for name, (arm, _) in grid.items()}, regime_task,
+                             TrainConfig.from_params(p), precision, **notebook.run_options(p, out),
+                             keep=lambda run: run.model == sample and run.seed == p.seed)
+looked = run_in_looks(run_arms, claims, values_of, plan=p.seed_plan, alpha=p.alpha)
 runs, seeds = looked.runs, seeds[:looked.seeds]
 print(f"{looked.seeds} of {p.n_seeds} seeds ran")
 display(Markdown(looked.markdown()))

@@ -97,17 +97,11 @@ elif importlib.util.find_spec("odebook") is None:
 
 # %% tags=["parameters"]
 # The t4 profile. params/<profile>/05_ode_solvers.yaml overrides these.
+# The machine's settings (device, executor and SLURM, checkpoints) are not study settings: set once for every
+# study by the profile file or -p (docs/running.md).
 seed = 0
 n_seeds = 3
 looks = []
-device = "auto"
-output_dir = ""
-executor = "auto"  # one-thread workers side by side on a CPU; "local"; "submitit": job arrays (docs/running.md)
-executor_folder = ""
-slurm_partition = ""
-slurm_time_min = 120
-slurm_gpus_per_job = 0  # 1 on a GPU partition (the README's cluster recipe)
-slurm_array_parallelism = 16
 corpus = "wikitext2"
 train_file = ""  # your own text, with corpus "files" (absolute paths; see the README)
 valid_file = ""
@@ -125,10 +119,6 @@ weight_decay = 0.1
 grad_clip = 1.0
 eval_interval = 50
 eval_batches = 20
-tensorboard = False
-checkpoint_interval = 100
-checkpoint_dir = ""
-fresh = False
 n_layer = 6
 d_model = 256
 ode_layers = [2, 3]
@@ -226,7 +216,7 @@ def resolved(run):
         resolved_rows[(run.seed, "rk4", reference_steps)]
 
 
-runs = run_seeds(builders, task, config, precision, **notebook.run_options(p, out))
+runs = run_seeds(builders, task, config, precision, seeds=p.seed_plan.seeds, **notebook.run_options(p, out))
 n_ran = p.n_seeds
 
 # %%

@@ -93,10 +93,10 @@ def batch_shape(params: Params) -> dict[str, int]:
 
 
 def run_options(params: Params, out: Path, log: str = "runs") -> dict[str, Any]:
-    """The keyword arguments of ``experiment.run_seeds`` (and ``tune_then_run``) that a study's parameters fix: its
-    seeds, TensorBoard folder, checkpointing and executor."""
-    return {"seeds": range(params.seed, params.seed + params.n_seeds), "log_dir": tensorboard_dir(out, params, log),
-            **checkpointing(params, out), "executor": executor(params, out)}
+    """The keyword arguments of ``experiment.run_seeds`` (and ``tune_then_run``) that the machine's settings fix: its
+    TensorBoard folder, checkpointing and executor. The seeds are the study's (``params.seed_plan``)."""
+    return {"log_dir": tensorboard_dir(out, params, log), **checkpointing(params, out),
+            "executor": executor(params, out)}
 
 
 # ``auto`` runs a study's runs side by side only where each trains at least this many steps. Measured on a 2-core Zen 4

@@ -17,11 +17,12 @@ from odebook.params.lm import LMParams
 from odebook.params.ode import GradientFlowParams, ODEHybridParams, ODESolverParams
 from odebook.params.retrieval import SERIES, GDNScalingParams, MixedTrainingParams, RetrievalParams
 from odebook.params.schema import INT_LIMIT, ParamError, Params, injected_names, load_yaml, spec
+from odebook.params.seeds import SeedPlan
 from odebook.params.time_indexed import TIME_INDEXED_MODELS, TimeIndexedParams
 
 __all__ = ["ParamError", "Params", "LMParams", "ODEHybridParams", "GradientFlowParams", "ODESolverParams",
            "TimeIndexedParams", "TIME_INDEXED_MODELS", "RetrievalParams", "GDNScalingParams", "MixedTrainingParams",
-           "SERIES", "STUDIES", "spec", "INT_LIMIT", "injected_names", "load_yaml", "validate_file",
+           "SERIES", "SeedPlan", "STUDIES", "spec", "INT_LIMIT", "injected_names", "load_yaml", "validate_file",
            "validate_values", "profile_chain", "parse_settings"]
 
 STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParams, TimeIndexedParams,

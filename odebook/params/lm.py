@@ -43,12 +43,14 @@ class LMParams(Params):
     grad_clip: float = spec(1.0, gt=0.0)
     eval_interval: int = spec(50, ge=1)
     eval_batches: int = spec(20, ge=1, help="fixed held-out batches evaluated at every interval")
-    tensorboard: bool = spec(False, operational=True, help="also write TensorBoard logs to <output_dir>/tensorboard/")
-    checkpoint_interval: int = spec(100, ge=0, operational=True,
+    tensorboard: bool = spec(False, operational=True, machine=True,
+                             help="also write TensorBoard logs to <output_dir>/tensorboard/")
+    checkpoint_interval: int = spec(100, ge=0, operational=True, machine=True,
                                     help="steps between checkpoints of each run (resumed on a re-run); 0 = none")
-    checkpoint_dir: str = spec("", path="writes", operational=True,
+    checkpoint_dir: str = spec("", path="writes", operational=True, machine=True,
                                help="where runs keep checkpoints; empty = <output_dir>/checkpoints")
-    fresh: bool = spec(False, operational=True, help="ignore stored checkpoints: train every run from the start")
+    fresh: bool = spec(False, operational=True, machine=True,
+                       help="ignore stored checkpoints: train every run from the start")
     alpha: float = spec(0.05, gt=0.0, le=0.5, help="family-wise significance level (Holm) of the study's verdicts")
 
     width_key: ClassVar[str] = "d_model"  # the field holding the model width(s) that n_head must divide

@@ -90,6 +90,9 @@ class GradientFlowParams(ODEHybridParams):
                           f"4 tokens a pair within seq_len + 1 = {self.seq_len + 1}")
         if self.eval_interval > self.task_steps:
             errors.append(f"key 'eval_interval' = {self.eval_interval}: must be <= task_steps = {self.task_steps}")
+        if self.lm_seeds > self.n_seeds:
+            errors.append(f"key 'lm_seeds' = {self.lm_seeds}: must be <= n_seeds = {self.n_seeds} (the WikiText "
+                          "section runs the first confirmatory seeds, never the tuning seed)")
         return errors
 
     def model_config(self, vocab_size: int, **override):

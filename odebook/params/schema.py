@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import yaml
 
 from odebook.params.folders import written_folder_problem
+from odebook.params.seeds import SeedPlan, looks_problem
 
 __all__ = ["ParamError", "Params", "spec", "INT_LIMIT", "load_yaml", "yaml_mapping", "injected_names"]
 
@@ -28,15 +29,18 @@ class ParamError(ValueError):
 
 def spec(default: Any, *, ge: float | None = None, gt: float | None = None, le: float | None = None,
          choices: tuple | None = None, min_len: int = 1, path: bool | str = False, operational: bool = False,
-         help: str = "") -> Any:
+         machine: bool = False, help: str = "") -> Any:
     """A dataclass field with bounds (``ge``/``gt``/``le``) or allowed ``choices``; a list needs at least
     ``min_len`` entries and each entry is held to the bounds; lists get a fresh copy. A ``path`` is empty or
     absolute (``~`` expanded): the one rule for every file and folder a parameter names; ``path="writes"`` marks a
     folder the study writes into, which must also lie outside the checkout's source and the system's folders.
     ``operational``: the field changes where outputs go, which seeds run, logging, checkpoint cadence or where the
-    runs execute, but not one number of a run (odebook.training.fingerprint.arithmetic leaves it out)."""
+    runs execute, but not one number of a run (odebook.training.fingerprint.arithmetic leaves it out).
+    ``machine``: a setting of the machine and the run rather than of the study (device, executor, checkpoints,
+    outputs), the same for every study: declared once, on a base class; set by a profile file, the runner or
+    papermill's ``-p`` and never restated in a notebook's parameters cell (``Params.cell_fields``)."""
     return _field(default, {"ge": ge, "gt": gt, "le": le, "choices": choices, "min_len": min_len, "path": path,
-                            "operational": operational, "help": help})
+                            "operational": operational, "machine": machine, "help": help})
 
 
 def _field(default: Any, meta: dict[str, Any]) -> Any:
@@ -148,26 +152,27 @@ class Params:
     looks: list[int] = spec([], ge=2, min_len=0, operational=True,
                             help="interim looks: seed counts below n_seeds at which the primary claims are examined "
                                  "and the study stops once they are settled (study.looks); [] = n_seeds at once")
-    device: str = spec("auto", choices=("auto", "cpu", "cuda"), help="auto = cuda when available")
-    output_dir: str = spec("", path="writes", operational=True,
+    device: str = spec("auto", choices=("auto", "cpu", "cuda"), machine=True, help="auto = cuda when available")
+    output_dir: str = spec("", path="writes", operational=True, machine=True,
                            help="where figures and results go; '' = outputs/interactive/<study>; the runner sets it "
                                 "(a profile file may not)")
-    executor: str = spec("auto", choices=("auto", "local", "workers", "submitit"), operational=True,
+    executor: str = spec("auto", choices=("auto", "local", "workers", "submitit"), operational=True, machine=True,
                          help="where the study's independent runs go (odebook.training.executor): 'local' = this "
                               "process (one per GPU on a machine with several); 'workers' = side by side in one-thread "
                               "worker processes, one per usable core; 'auto' = workers on a CPU with several cores for "
                               "runs of at least 100 steps, else local; 'submitit' = one job array per look, on SLURM "
                               "where sbatch is found, else subprocesses of this machine")
-    executor_folder: str = spec("", path="writes", operational=True,
+    executor_folder: str = spec("", path="writes", operational=True, machine=True,
                                 help="submitit: a folder every node sees, for the jobs' pickles and logs; '' = "
                                      "<checkpoint folder>/jobs")
-    slurm_partition: str = spec("", operational=True,
+    slurm_partition: str = spec("", operational=True, machine=True,
                                 help="submitit on SLURM: the partition; '' = the cluster's default")
-    slurm_time_min: int = spec(120, ge=1, operational=True, help="submitit: each job's time limit in minutes")
-    slurm_gpus_per_job: int = spec(0, ge=0, operational=True,
+    slurm_time_min: int = spec(120, ge=1, operational=True, machine=True,
+                               help="submitit: each job's time limit in minutes")
+    slurm_gpus_per_job: int = spec(0, ge=0, operational=True, machine=True,
                                    help="submitit on SLURM: GPUs per job (one run each); 0 = none asked, for a CPU "
                                         "partition")
-    slurm_array_parallelism: int = spec(16, ge=1, operational=True,
+    slurm_array_parallelism: int = spec(16, ge=1, operational=True, machine=True,
                                         help="submitit: jobs of one array running at once")
 
     # -- construction ---------------------------------------------------------------------------------------------
@@ -220,9 +225,9 @@ class Params:
         errors = []
         if self.seed + self.n_seeds - 1 > INT_LIMIT:
             errors.append(f"key 'seed' = {self.seed}: seed + n_seeds - 1 must be <= {INT_LIMIT} (numpy's seed range)")
-        if self.looks and (sorted(set(self.looks)) != list(self.looks) or self.looks[-1] >= self.n_seeds):
-            errors.append(f"key 'looks' = {list(self.looks)}: must increase and stay below n_seeds = {self.n_seeds} "
-                          "(the last look)")
+        problem = looks_problem(self.looks, self.n_seeds)
+        if problem:
+            errors.append(f"key 'looks' = {list(self.looks)}: {problem}")
         if self.device == "cuda":
             import torch
 
@@ -251,6 +256,16 @@ class Params:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @property
+    def seed_plan(self) -> SeedPlan:
+        """The study's seeds: confirmatory, looks and tuning seed (odebook.params.seeds)."""
+        return SeedPlan(self.seed, self.n_seeds, tuple(self.looks))
+
+    @classmethod
+    def cell_fields(cls) -> tuple[str, ...]:
+        """The settings a notebook's parameters cell holds: the study's own, not the machine's (``spec(machine=)``)."""
+        return tuple(f.name for f in dataclasses.fields(cls) if not f.metadata.get("machine"))
 
     @classmethod
     def describe(cls) -> str:

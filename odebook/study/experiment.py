@@ -31,6 +31,7 @@ from odebook.training.fingerprint import run_fingerprint, stored_key
 from odebook.study.flops import forward_flops
 from odebook.study.lr_grid import check_tried
 from odebook.models.lm import count_params, ode_blocks, param_groups
+from odebook.params.seeds import SeedPlan
 from odebook.training.runtime import Precision, seed_everything
 from odebook.training.executor import Executor, Local
 from odebook.training.spread import BUILD
@@ -38,7 +39,7 @@ from odebook.study.stats import mean_ci, paired_test
 from odebook.study.task import Task
 from odebook.training.train import DivergenceError, History, TrainConfig, evaluate, train
 
-__all__ = ["Run", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "tuning_seed", "tune_then_run",
+__all__ = ["Run", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "tune_then_run",
            "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios", "WARMUP_STEPS"]
 
 WARMUP_STEPS = 5  # step times of the first steps (allocator, caches) are left out of ms/step
@@ -254,26 +255,20 @@ def score_test(runs: Sequence[Run], task: Task, precision: Precision) -> list[Ru
     return [_scored(r, task, precision) for r in runs]
 
 
-def tuning_seed(seeds: Sequence[int]) -> int:
-    """The seed a study tunes its learning rates on: one past its last confirmatory seed (the cap of its looks), so
-    no run that chose its own rate is ever among the runs a claim is tested on."""
-    return max(seeds) + 1
-
-
 def tune_then_run(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config: TrainConfig,
-                  precision: Precision, *, lrs: Sequence[float], seeds: Sequence[int], progress: bool = True,
+                  precision: Precision, *, lrs: Sequence[float], plan: SeedPlan, progress: bool = True,
                   checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None,
                   executor: Executor | None = None, max_extensions: int = 0,
                   **options) -> tuple[list[Run], pd.DataFrame, dict[str, float]]:
-    """Each model's lr chosen on its own seed (``tuning_seed``: past every seed in ``seeds``; ``tune_lr``:
-    validation only, extending the grid past an edge choice at most ``max_extensions`` times), then every seed of
-    ``seeds`` run at the chosen rate (``run_seeds``; ``options`` pass on to it): no tuning run is a confirmatory
-    run. Returns the runs, the grid's table and the chosen lr per model."""
+    """Each model's lr chosen on the plan's tuning seed (``SeedPlan.tuning``: past every confirmatory seed;
+    ``tune_lr``: validation only, extending the grid past an edge choice at most ``max_extensions`` times), then
+    every confirmatory seed run at the chosen rate (``run_seeds``; ``options`` pass on to it): no tuning run is a
+    confirmatory run. Returns the runs, the grid's table and the chosen lr per model."""
     shared = dict(progress=progress, checkpoints=checkpoints, fresh=fresh, key=key, executor=executor)
-    chosen, table, _ = tune_lr(builders, task, config, precision, lrs=lrs, seed=tuning_seed(seeds),
+    chosen, table, _ = tune_lr(builders, task, config, precision, lrs=lrs, seed=plan.tuning,
                                max_extensions=max_extensions, **shared)
     configs = {name: dataclasses.replace(config, lr=chosen[name]) for name in builders}
-    runs = run_seeds(builders, task, configs, precision, seeds=seeds, **shared, **options)
+    runs = run_seeds(builders, task, configs, precision, seeds=plan.seeds, **shared, **options)
     return runs, table, chosen
 
 

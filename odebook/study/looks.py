@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from odebook.params.seeds import SeedPlan
 from odebook.study.claims import TESTED, Claim, Settled, seeds_needed, settle
 from odebook.study.stats import NEEDS
 from odebook.study.sequential import Decision, decide_all
@@ -83,25 +84,23 @@ def void_by_controls(settled: Sequence[Settled]) -> list[Settled]:
             if s.claim.name in held else s for s in settled]
 
 
-def run_in_looks(run: Callable[[Sequence[int], list], list], claims: Sequence[Claim],
-                 values_of: Callable[[list], Mapping[str, Sequence[float]]], *, seeds: Sequence[int],
-                 looks: Sequence[int] = (), alpha: float = 0.05, power: float = 0.8) -> Looked:
-    """``run(seeds, done)`` runs every arm on ``seeds`` reusing the runs in ``done`` and returns all of them (e.g.
-    ``experiment.run_seeds`` with its options bound); ``values_of(runs)`` gives each comparison's per-seed
-    differences (``claims.paired``), in seed order. ``looks``: the interim seed counts, below ``len(seeds)``, the
-    cap. A claim whose negative control held is void (``void_by_controls``)."""
-    seeds = list(seeds)
+def run_in_looks(run: Callable[..., list], claims: Sequence[Claim],
+                 values_of: Callable[[list], Mapping[str, Sequence[float]]], *, plan: SeedPlan,
+                 alpha: float = 0.05, power: float = 0.8) -> Looked:
+    """``run(seeds=…, done=…)`` runs every arm on ``seeds`` reusing the runs in ``done`` and returns all of them (e.g.
+    ``functools.partial(experiment.run_seeds, builders, task, configs, precision, **options)``); ``values_of(runs)``
+    gives each comparison's per-seed differences (``claims.paired``), in seed order. ``plan``: the study's seeds and
+    looks (``Params.seed_plan``). A claim whose negative control held is void (``void_by_controls``)."""
+    seeds, looks = plan.seeds, plan.looks
     if not looks:
-        runs = run(seeds, [])
+        runs = run(seeds=seeds, done=[])
         return Looked(runs, {}, void_by_controls(settle(claims, values_of(runs), alpha=alpha, power=power)),
                       len(seeds))
-    if list(looks) != sorted(set(looks)) or looks[-1] >= len(seeds):
-        raise ValueError(f"looks must increase and stay below the {len(seeds)} seeds (the cap), got {list(looks)}")
-    plan, runs, n = [*looks, len(seeds)], [], looks[0]
+    runs, n = [], looks[0]
     while True:
-        runs = run(seeds[:n], runs)
+        runs = run(seeds=seeds[:n], done=runs)
         values = values_of(runs)
-        action, next_n, decisions = decide_all(claims, values, plan, alpha=alpha)
+        action, next_n, decisions = decide_all(claims, values, plan.design, alpha=alpha)
         gated = action != "stop" and _gated_out(claims, values, alpha)
         if action == "stop" or gated:
             why = (f"Stopped at {n} of {len(seeds)} seeds: the gate every primary claim rests on came out not held, "

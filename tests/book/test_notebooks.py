@@ -1,5 +1,6 @@
 """Every notebook: paired and in sync, no committed outputs, defaults equal to its schema, and it runs (smoke)."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -81,13 +82,26 @@ def test_make_sync_pairs_and_strips_outputs_and_counts(tmp_path, root):
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_parameters_cell_holds_the_schema_defaults(name):
+def test_parameters_cell_holds_the_study_settings_and_no_machine_setting(name):
+    """The cell assigns every setting of the study, at the schema's default, and none of the machine's
+    (``spec(machine=True)``: declared once, set by the profile or -p)."""
     nb = jupytext.read(BOOK.notebooks / f"{name}.py")
     (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     namespace: dict = {}
     exec(cell.source, namespace)
     values = {k: v for k, v in namespace.items() if not k.startswith("__")}
-    assert values == STUDIES[name]().to_dict(), "the notebook's parameters cell and odebook.params disagree"
+    schema = STUDIES[name]
+    defaults = schema().to_dict()
+    assert values == {k: defaults[k] for k in schema.cell_fields()}, "the parameters cell and odebook.params disagree"
+
+
+def test_the_machine_settings_are_declared_once_and_are_the_same_in_every_study():
+    """device, executor, SLURM, checkpoints, outputs: one default for the whole book, whatever the study."""
+    machine = {name: {f.name: getattr(schema(), f.name) for f in dataclasses.fields(schema)
+                      if f.metadata.get("machine")} for name, schema in STUDIES.items()}
+    first = next(iter(machine.values()))
+    assert {"device", "executor", "checkpoint_dir", "fresh", "output_dir"} <= set(first)
+    assert all(m == first for m in machine.values()), machine
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -100,7 +114,7 @@ def test_papermill_reads_every_line_of_the_parameters_cell(name, caplog):
     with caplog.at_level("WARNING", logger="papermill"):
         listed = [p.name for p in PythonTranslator.inspect(cell)]
     warnings = [r.message for r in caplog.records]
-    assert sorted(listed) == sorted(STUDIES[name]().to_dict()) and not warnings, warnings
+    assert sorted(listed) == sorted(STUDIES[name].cell_fields()) and not warnings, warnings
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

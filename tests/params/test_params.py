@@ -33,6 +33,7 @@ def test_defaults_are_valid():
     ({"n_head": 3}, "n_head", "must divide d_model"),
     ({"tokenizer": "sentencepiece"}, "tokenizer", "'gpt2', 'bytes'"),
     ({"ode_layers": 2}, "ode_layers", "must be a list of an integer"),
+    ({"lm_seeds": 13}, "lm_seeds", "must be <= n_seeds = 12"),              # would reach the tuning seed
 ])
 def test_each_problem_names_file_key_and_what_is_allowed(values, key, allowed):
     msg = error_of(values)

@@ -7,7 +7,8 @@ import torch
 
 from odebook.models import lm as models
 from odebook.data.corpus import TokenSplits
-from odebook.study.experiment import compare_to, run_seeds, score_test, tune_lr, tune_then_run, tuning_seed
+from odebook.params import SeedPlan
+from odebook.study.experiment import compare_to, run_seeds, score_test, tune_lr, tune_then_run
 from odebook.study.task import Task, lm_task
 from odebook.training.executor import Local
 from odebook.training.runtime import precision_for
@@ -120,13 +121,13 @@ def test_runs_spread_over_two_devices_equal_the_runs_one_after_another():
 
 
 def test_tune_then_run_tunes_on_a_seed_of_its_own_then_runs_every_confirmatory_seed(tmp_path):
-    """The rate is chosen on tuning_seed (past the last confirmatory seed): no tuning run is among the confirmatory
-    runs, which equal run_seeds at the chosen rate — also where checkpoints would let a tuning run be reused."""
+    """The rate is chosen on the plan's tuning seed (past the last confirmatory seed): no tuning run is among the
+    confirmatory runs, which equal run_seeds at the chosen rate — also where checkpoints would let a tuning run be
+    reused."""
     builders = {"a": tiny, "b": lambda: models.gpt(vocab_size=20, d_model=8, n_layer=2, n_head=2, max_seq_len=8)}
     config = TrainConfig(steps=4, lr=1.0, eval_interval=4, weight_decay=0.0)
-    runs, table, chosen = tune_then_run(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], seeds=[0, 1], progress=False,
-                                        checkpoints=tmp_path)
-    assert tuning_seed([0, 1]) == 2 and tuning_seed([5, 3, 4]) == 6
+    runs, table, chosen = tune_then_run(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], plan=SeedPlan(0, 2),
+                                        progress=False, checkpoints=tmp_path)
     by_hand, _, _ = tune_lr(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], seed=2, progress=False)
     again = run_seeds(builders, TASK, {n: TrainConfig(steps=4, lr=by_hand[n], eval_interval=4, weight_decay=0.0)
                                        for n in builders}, CPU, seeds=[0, 1], progress=False)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from odebook.params import SeedPlan
 from odebook.study.claims import Claim, settle
 from odebook.study.looks import run_in_looks
 from odebook.study.sequential import decide_claim
@@ -13,7 +14,7 @@ def _study(differences):
     seeds."""
     calls = []
 
-    def run(seeds, done):
+    def run(*, seeds, done):
         have = {r["seed"] for r in done}
         calls.append([s for s in seeds if s not in have])
         first = min(seeds)
@@ -28,7 +29,7 @@ def _study(differences):
 
 def test_a_clear_effect_stops_at_the_first_look_and_runs_no_more_seeds():
     run, values_of, calls = _study({"better": [-3.0, -3.1, -2.9, -3.05, -2.95, -3.0, -3.0, -3.0]})
-    looked = run_in_looks(run, [Claim("better", "superiority", margin=0.5)], values_of, seeds=range(8), looks=[3, 5])
+    looked = run_in_looks(run, [Claim("better", "superiority", margin=0.5)], values_of, plan=SeedPlan(0, 8, (3, 5)))
     assert calls == [[0, 1, 2]] and looked.seeds == 3 and len(looked.runs) == 3
     (s,) = looked.settled
     assert s.outcome == "held" and "efficacy at 3 seeds" in s.evidence() and "Holm" not in s.evidence()
@@ -37,8 +38,7 @@ def test_a_clear_effect_stops_at_the_first_look_and_runs_no_more_seeds():
 def test_an_unclear_claim_runs_to_the_cap_reusing_earlier_seeds_and_says_what_it_needs():
     noisy = list(np.random.default_rng(1).normal(0.0, 1.0, 8))
     run, values_of, calls = _study({"better": noisy})
-    looked = run_in_looks(run, [Claim("better", "superiority", margin=0.3)], values_of, seeds=range(10, 18),
-                          looks=[3, 5])
+    looked = run_in_looks(run, [Claim("better", "superiority", margin=0.3)], values_of, plan=SeedPlan(10, 8, (3, 5)))
     assert calls == [[10, 11, 12], [13, 14], [15, 16, 17]] and looked.seeds == 8
     (s,) = looked.settled
     assert s.outcome.startswith("inconclusive") and "seeds at the margin" in s.evidence()
@@ -48,7 +48,7 @@ def test_the_looks_can_fail_a_claim_and_decide_equivalence():
     run, values_of, _ = _study({"worse": [2.0, 2.1, 1.9, 2.05, 2.0, 2.0], "same": [0.001, -0.002, 0.0, 0.002, -0.001,
                                                                                  0.0]})
     claims = [Claim("worse", "superiority", margin=0.5), Claim("same", "equivalence", margin=0.5)]
-    looked = run_in_looks(run, claims, values_of, seeds=range(6), looks=[3])
+    looked = run_in_looks(run, claims, values_of, plan=SeedPlan(0, 6, (3,)))
     assert [s.outcome for s in looked.settled] == ["not held", "equivalent"]
 
 
@@ -64,15 +64,23 @@ def test_a_compound_claim_fails_when_one_part_fails_and_holds_when_all_hold():
 def test_without_looks_every_seed_runs_once_and_holm_settles():
     run, values_of, calls = _study({"better": [-1.0, -1.2, -0.9, -1.1]})
     claims = [Claim("better", "superiority", margin=0.5)]
-    looked = run_in_looks(run, claims, values_of, seeds=range(4))
+    looked = run_in_looks(run, claims, values_of, plan=SeedPlan(0, 4))
     assert calls == [[0, 1, 2, 3]] and looked.decisions == {}
     assert looked.settled == settle(claims, values_of(looked.runs))
 
 
-def test_bad_looks_are_refused():
-    run, values_of, _ = _study({"better": [0.0] * 4})
-    with pytest.raises(ValueError, match="stay below the 4 seeds"):
-        run_in_looks(run, [Claim("better", "superiority", margin=0.5)], values_of, seeds=range(4), looks=[2, 4])
+def test_bad_looks_are_refused_by_the_seed_plan():
+    with pytest.raises(ValueError, match="stay below n_seeds = 4"):
+        SeedPlan(0, 4, (2, 4))
+    with pytest.raises(ValueError, match="must increase"):
+        SeedPlan(0, 6, (3, 2))
+
+
+def test_the_seed_plan_names_the_confirmatory_seeds_the_looks_and_the_tuning_seed_past_them():
+    plan = SeedPlan(100, 12, [3, 6, 9])
+    assert plan.seeds == list(range(100, 112)) and plan.looks == (3, 6, 9) and plan.design == [3, 6, 9, 12]
+    assert plan.tuning == 112 and plan.tuning not in plan.seeds
+    assert SeedPlan(5, 3).design == [3] and SeedPlan(5, 3).tuning == 8
 
 
 def test_a_failed_gate_stops_the_looks_and_leaves_the_primaries_untestable():
@@ -80,14 +88,14 @@ def test_a_failed_gate_stops_the_looks_and_leaves_the_primaries_untestable():
     gated = Claim("better", "superiority", margin=0.3, rests_on=("calibrated",))
     noisy = list(np.random.default_rng(1).normal(0.0, 1.0, 8))  # would run to the cap (the test above)
     run, values_of, calls = _study({"better": noisy, "calibrated": [0.0, 0.01, -0.01, 0.0, 0.0, 0.0, 0.0, 0.0]})
-    looked = run_in_looks(run, [gate, gated], values_of, seeds=range(8), looks=[3, 5])
+    looked = run_in_looks(run, [gate, gated], values_of, plan=SeedPlan(0, 8, (3, 5)))
     assert calls == [[0, 1, 2]] and looked.seeds == 3
     assert [s.outcome for s in looked.settled] == ["not held", "not testable at this scale"]
     # the report says why it stopped before the looks table, whose own decision was to continue
     assert looked.markdown().startswith("**Stopped at 3 of 8 seeds: the gate every primary claim rests on came out "
                                         "not held") and "continue to 5 seeds" in looked.markdown()
     run, values_of, calls = _study({"better": noisy, "calibrated": [2.0, 2.1, 1.9, 2.0, 2.0, 2.0, 2.0, 2.0]})
-    looked = run_in_looks(run, [gate, gated], values_of, seeds=range(8), looks=[3, 5])
+    looked = run_in_looks(run, [gate, gated], values_of, plan=SeedPlan(0, 8, (3, 5)))
     assert looked.seeds == 8 and looked.settled[0].outcome == "held"
     assert looked.why == "Stopped at 8 of 8 seeds: every primary claim had its decision by the cap"
 
@@ -97,7 +105,7 @@ def test_an_ablation_that_changes_nothing_stops_for_futility_at_the_first_look()
     'more than 10,000 seeds'."""
     run, values_of, calls = _study({"drop": [0.0] * 5})
     claim = Claim("drop", "superiority", margin=0.15, direction="higher")
-    looked = run_in_looks(run, [claim], values_of, seeds=range(5), looks=[3])
+    looked = run_in_looks(run, [claim], values_of, plan=SeedPlan(0, 5, (3,)))
     (s,) = looked.settled
     assert calls == [[0, 1, 2]] and s.outcome == "not held" and "futility at 3 seeds" in s.evidence()
 
@@ -112,8 +120,8 @@ def test_a_claim_whose_negative_control_holds_is_void_and_says_what_its_own_test
         run, values_of, _ = _study({"better": effect, "twin": control_diffs})
         control = negative_control(claim, "twin", "better than its twin")
         for looks in ([3], []):
-            settled = {s.claim.name: s for s in run_in_looks(run, [claim, control], values_of, seeds=range(6),
-                                                             looks=looks).settled}
+            looked = run_in_looks(run, [claim, control], values_of, plan=SeedPlan(0, 6, looks))
+            settled = {s.claim.name: s for s in looked.settled}
             s = settled["better"]
             assert settled[control.name].outcome == ("held" if void else "not held")
             assert s.outcome == ("not testable at this scale" if void else "held")

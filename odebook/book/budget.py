@@ -57,6 +57,7 @@ from odebook.params import Params
 from odebook.study.flops import count_flops
 from odebook.study.measure import peak_memory
 from odebook.book.workload import EXECUTED, PLANS, Runs, Work, plan
+from odebook.training.code_hash import study_hash
 from odebook.training.fingerprint import arithmetic
 from odebook.training import checkpoint
 from odebook.training.executor import Workers
@@ -292,7 +293,7 @@ def _probed(params: Params, precision: Precision, folder: Path) -> Budget:
     (an estimate made on a busy machine is not kept): an unchanged re-run costs no probe."""
     key = checkpoint.fingerprint(processor=processor.describe(), precision=str(precision), torch=torch.__version__,
                                  estimator=_estimator_hash(), study=params.study, parameters=arithmetic(params),
-                                 threads=notebook.layout(params))
+                                 threads=notebook.layout(params), code=study_hash(params.study))
     kept = calibration.kept(folder / PROBES)
     if key in kept:
         return Budget(**{**kept[key], "parts": tuple(map(tuple, kept[key]["parts"]))})
@@ -305,7 +306,7 @@ def _probed(params: Params, precision: Precision, folder: Path) -> Budget:
 @functools.lru_cache(maxsize=1)
 def _estimator_hash() -> str:
     """sha256 of the estimate's own code, this module and the plans it costs (odebook.book.workload); the science
-    code a step runs is in every ``checkpoint.fingerprint`` already."""
+    code a step runs is in the key as ``study_hash``."""
     return hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (sys.modules[__name__], workload))
                           ).hexdigest()
 

@@ -1,15 +1,15 @@
 """The book's reference reports, committed under reports/<profile>/ so the results can be read without running.
 
 ``publish`` copies a run's outputs/<profile>/ there (executed notebooks, HTML, figures, tables, results and manifests,
-and the index), leaving out checkpoints and TensorBoard logs and writing paths relative to the repository. A report
-is *stale* when its notebook, its parameter file or the code a study runs (the modules of odebook's science sub-packages
-it imports, ``book.code_hash``; not the book's machinery) differ from the ones it ran with — the hashes its
-manifest.json records (``hashes``, written by the runner); ``check`` lists the stale ones with the files that changed,
-never failing for it and writing nothing. The committed results.json files make two tables, so no number in them is
-typed by hand, each marking a stale report: ``verdict_table``, every verdict with its effect and statistics, is the
-page beside the reports (reports/<profile>/README.md, ``write_page``); ``summary_table``, each study's primary claims
-and their verdicts, stands in the README between the markers below (a test keeps both equal to what the reports say,
-so a change that makes a report stale says so where it is read).
+and the index), leaving out checkpoints and TensorBoard logs and writing paths relative to the repository. A report is
+*stale* when its notebook, its parameter file or the code a study runs (the modules of odebook's science sub-packages it
+imports, ``training.code_hash``: the rule stored runs follow too; not the book's machinery) differ from the ones it ran
+with — the hashes its manifest.json records (``hashes``, written by the runner); ``check`` lists the stale ones with the
+files that changed, never failing for it and writing nothing. The committed results.json files make two tables, so no
+number in them is typed by hand, each marking a stale report: ``verdict_table``, every verdict with its effect and
+statistics, is the page beside the reports (reports/<profile>/README.md, ``write_page``); ``summary_table``, each
+study's primary claims and their verdicts, stands in the README between the markers below (a test keeps both equal to
+what the reports say, so a change that makes a report stale says so where it is read).
 
     python -m odebook.book.reports publish --profile cpu   # outputs/cpu -> reports/cpu, its page and README's table
     python -m odebook.book.reports check --profile cpu     # which committed reports no longer match the code
@@ -24,7 +24,8 @@ import json
 import shutil
 from pathlib import Path
 
-from odebook.book import code_hash, findings
+from odebook.book import findings
+from odebook.training import code_hash
 
 __all__ = ["REPORTS", "LEFT_OUT", "PAGE", "odebook_hash", "hashes", "publish", "stale", "check", "verdict_table",
            "summary_table", "page_text", "write_page", "update_readme", "readme_markers", "README_START", "README_END"]

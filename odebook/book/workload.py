@@ -169,7 +169,7 @@ def _gdn_scaling(p: Params, tok: Tokenizer) -> list[Runs]:
 
 
 SCORING_BATCHES = 16  # odebook.study.recall.SCORING_BATCHES, held equal by a test: importing recall here would make
-# every study's report depend on it (odebook.book.code_hash follows the budget's imports)
+# every study's report depend on it (odebook.training.code_hash follows the budget's imports)
 
 
 def _mqar(p: Params) -> list[Runs]:

@@ -5,8 +5,8 @@ A checkpoint is one file: a first line ``odebook-checkpoint sha256=<hex>`` with 
 one, so a run killed mid-write leaves the last good checkpoint in place and a half-written one is never read; the hash
 is checked on every load, so a file changed or damaged after it was written is refused, never used. ``save`` replaces
 and ``remove`` deletes only files that begin with that line: a file odebook did not write is never touched.
-``fingerprint`` names a run's configuration (the parameters that affect it and odebook's own source), so a checkpoint
-is only resumed or reused by the run that made it.
+``fingerprint`` names a run's configuration (the parameters that affect it and the hash of the science code it runs,
+``code_hash.study_hash``), so a checkpoint is only resumed or reused by the run that made it.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ import json
 import os
 import random
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["CheckpointError", "save", "load", "remove", "rng_state", "set_rng_state", "fingerprint", "source_hash",
-           "science_sha256", "SCIENCE"]
+__all__ = ["CheckpointError", "save", "load", "remove", "rng_state", "set_rng_state", "fingerprint"]
 
 
 class CheckpointError(RuntimeError):
@@ -107,30 +105,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-# The sub-packages whose code decides a study's numbers; book/ (runner, front page, reports, Colab cell) is machinery.
-SCIENCE = ("nn", "models", "data", "training", "study", "params")
-
-
-@lru_cache(maxsize=1)
-def source_hash() -> str:
-    """sha256 of odebook's science code, once a process: a change to it invalidates every stored run."""
-    return science_sha256()
-
-
-def science_sha256(package: str | Path | None = None) -> str:
-    """sha256 of the source files (path and bytes) of the SCIENCE sub-packages of the odebook package at ``package``
-    (default: this one), read now. Changing the book's machinery (odebook/book, benchmarks/, README) leaves it as it
-    is."""
-    h = hashlib.sha256()
-    package = Path(package or Path(__file__).parents[1]).resolve()
-    for f in sorted(f for part in SCIENCE for f in (package / part).rglob("*.py")):
-        h.update(str(f.relative_to(package)).encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
-def fingerprint(**parts: Any) -> str:
-    """A short hash of ``parts`` (JSON-able values: parameters, model name, seed, the model's repr …) and of
-    odebook's source."""
-    text = json.dumps(parts, sort_keys=True, default=repr)
-    return hashlib.sha256((text + source_hash()).encode()).hexdigest()[:16]
+def fingerprint(*, code: str, **parts: Any) -> str:
+    """A short hash of ``parts`` (JSON-able values: parameters, model name, seed, the model's repr …) and of ``code``,
+    the hash of the science code the run depends on (``code_hash.study_hash``)."""
+    return hashlib.sha256((json.dumps(parts, sort_keys=True, default=repr) + code).encode()).hexdigest()[:16]

@@ -4,7 +4,8 @@
 ``scripts/train_ddp.py``: the model's architecture, the training configuration, the content hash of every data file
 the run read (corpus files, mirror files, the tokenizer's files: a file changed in place, or another mirror, is
 another run), the parameters that change the arithmetic (``arithmetic``: all but where outputs go, which seeds,
-logging and checkpoint cadence), whatever else the caller names, and odebook's own source.
+logging and checkpoint cadence), whatever else the caller names, and the science code the study runs
+(``code_hash.study_hash``: the rule its report's staleness follows too).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from torch import nn
 
 from odebook.training import checkpoint as ckpt
+from odebook.training.code_hash import study_hash
 
 __all__ = ["not_arithmetic", "arithmetic", "content_hashes", "run_key", "stored_key", "run_fingerprint"]
 
@@ -74,7 +76,9 @@ def _sha256(path: str, size: int, ctime_ns: int, inode: int) -> str:
     return h.hexdigest()
 
 
-def run_fingerprint(*, model: nn.Module, config: Any, data_files: Iterable[str | Path] = (), **parts: Any) -> str:
-    """The fingerprint of training ``model`` with ``config`` on ``data_files`` (module docstring); ``parts`` are
-    JSON-able values the caller adds (its run's tag, its study's ``arithmetic`` parameters, the batch shape …)."""
-    return ckpt.fingerprint(**parts, arch=repr(model), train=config, data=content_hashes(data_files))
+def run_fingerprint(*, model: nn.Module, config: Any, data_files: Iterable[str | Path] = (),
+                    key: Mapping[str, Any] | None = None, **parts: Any) -> str:
+    """The fingerprint of training ``model`` with ``config`` on ``data_files`` (module docstring) for the study whose
+    ``run_key`` is ``key``; ``parts`` are JSON-able values the caller adds (its run's tag, the batch shape …)."""
+    return ckpt.fingerprint(**parts, key=key, arch=repr(model), train=config, data=content_hashes(data_files),
+                            code=study_hash((key or {}).get("study")))

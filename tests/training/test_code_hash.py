@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from odebook.book import code_hash
+from odebook.book import reports
+from odebook.training import checkpoint, code_hash
+from odebook.training.fingerprint import run_fingerprint
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))
@@ -74,3 +77,17 @@ def test_the_walk_covers_what_python_imports(notebook):
     loaded = json.loads(subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True,
                                        check=True).stdout)
     assert set(loaded) <= code_hash.modules_of(ROOT, notebook)
+
+
+def test_a_stored_run_and_its_report_follow_one_rule():
+    """A study's runs are fingerprinted with the code hash its report is checked against: a change to a module one
+    study does not import leaves the other's stored runs and report alike; without a notebook, every science file."""
+    for notebook in NOTEBOOKS:
+        assert code_hash.study_hash(notebook.stem) == reports.odebook_hash(ROOT, notebook.stem)
+    every = sorted(f for part in code_hash.SCIENCE for f in (ROOT / "odebook" / part).rglob("*.py"))
+    assert code_hash.study_hash(None) == code_hash.files_hash(ROOT, every) != code_hash.study_hash(NOTEBOOKS[0].stem)
+    model = torch.nn.Linear(2, 2)
+    first, second = ({"study": n.stem} for n in NOTEBOOKS[:2])
+    assert run_fingerprint(model=model, config=1, key=first) == checkpoint.fingerprint(
+        key=first, arch=repr(model), train=1, data={}, code=code_hash.study_hash(first["study"]))
+    assert run_fingerprint(model=model, config=1, key=first) != run_fingerprint(model=model, config=1, key=second)

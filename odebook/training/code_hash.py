@@ -1,25 +1,28 @@
-"""The science code one notebook runs, and its hash: what makes that notebook's report stale or its run worth repeating.
+"""The science code a result depends on, and its hash: the one rule for a stored run (its checkpoint's fingerprint)
+and for a report (stale or not, run again or skipped).
 
 A notebook runs the odebook modules it imports, the modules those import, and so on, with the ``__init__`` of every
 package on the way. ``science_files`` follows the import statements (anywhere in a file, a function's lazy import
-included) through the whole package, and keeps the files of the SCIENCE sub-packages
-(``training.checkpoint.SCIENCE``): the book's machinery (runner, front page, budget) does not decide a number.
-Changing a module only study 03 imports then leaves the reports of 01, 02 and 05 current, and ``make run-all`` runs
-03 alone. The walk is static: an import made from a string (``importlib``) would be missed, and odebook makes none
-(a test holds that).
+included) through the whole package, and keeps the files of the SCIENCE sub-packages: the book's machinery (runner,
+front page, budget) does not decide a number. Changing a module only study 03 imports then leaves the reports and the
+stored runs of 01, 02 and 05 current, and ``make run-all`` runs 03 alone. ``study_hash`` is that hash for a study's
+runs, from its notebook in the checkout this package was imported from. The walk is static: an import made from a
+string (``importlib``) would be missed, and odebook makes none (a test holds that).
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+from functools import lru_cache
 from pathlib import Path
 
-from odebook.training.checkpoint import SCIENCE
-
-__all__ = ["PACKAGE", "module_file", "imported", "modules_of", "science_files", "code_hash", "files_hash"]
+__all__ = ["PACKAGE", "SCIENCE", "module_file", "imported", "modules_of", "science_files", "code_hash", "files_hash",
+           "study_hash"]
 
 PACKAGE = "odebook"
+# The sub-packages whose code decides a study's numbers; book/ (runner, front page, reports, Colab cell) is machinery.
+SCIENCE = ("nn", "models", "data", "training", "study", "params")
 
 
 def module_file(root: Path, module: str) -> Path | None:
@@ -89,3 +92,17 @@ def files_hash(root: Path, files: list[Path]) -> str:
         h.update(str(f.relative_to(root)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=None)
+def study_hash(study: str | None) -> str:
+    """``code_hash`` of study ``study``'s notebook (notebooks/<study>.py in the checkout this package was imported
+    from), once a process: what a stored run of the study depends on, by the rule its report uses. Where there is no
+    such notebook (a package installed without the book, a study run from a script or a notebook of one's own), every
+    science file counts: a superset, so a stored run never outlives a change it could depend on."""
+    root = Path(__file__).resolve().parents[2]
+    notebook = root / "notebooks" / f"{study}.py"
+    if study and notebook.is_file():
+        return code_hash(root, notebook)
+    package = Path(__file__).resolve().parents[1]
+    return files_hash(package.parent, sorted(f for part in SCIENCE for f in (package / part).rglob("*.py")))

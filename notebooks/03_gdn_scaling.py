@@ -104,11 +104,11 @@ eval_batches = 20
 alpha = 0.05
 chunk_size = 64
 ks = [2, 4]
-niah_sizes = [0, 1, 2]
-niah_steps = 1500
-niah_batch_size = 16
+retrieval_sizes = [0, 1, 2]
+retrieval_steps = 1500
+retrieval_batch_size = 16
 curriculum = [0, 10, 30, 50, 100]
-niah_eval_examples = 500
+retrieval_eval_examples = 500
 eval_seed = 10000
 mqar_keys = 64
 mqar_d = [64, 128, 256]
@@ -434,7 +434,7 @@ notebook.save_figure(fig, out, "mqar_capacity")
 
 # %% [markdown]
 # ## Bindings held by a GDN-only state
-# GDN-only stacks (each GDN followed by an MLP) at the sizes `niah_sizes`, trained on the retrieval curriculum
+# GDN-only stacks (each GDN followed by an MLP) at the sizes `retrieval_sizes`, trained on the retrieval curriculum
 # (filler sentences per stage `curriculum`, equal steps per stage, k drawn from `ks` per prompt, facts at random
 # positions; each training prompt asks about every bound name in turn and the loss is on the answers only),
 # `n_seeds` seeds each. Scored with one question at the last stage's haystack, per k, on the queried fact at a random
@@ -444,30 +444,30 @@ notebook.save_figure(fig, out, "mqar_capacity")
 # with no memory, varying from seed to seed like the trained ones.
 
 # %%
-stages = tasks.equal_stages(p.curriculum, p.niah_steps)
-eval_sets = tasks.evaluation_sets(p.niah_eval_examples, p.eval_seed, ks=p.ks, n_filler=max(p.curriculum))
-niah_valid = [tasks.batch(eval_sets[("random", max(p.ks))][:p.niah_batch_size], tok)[:2]]
-sizes = {f"niah_{size_name(i)}": i for i in p.niah_sizes}
+stages = tasks.equal_stages(p.curriculum, p.retrieval_steps)
+eval_sets = tasks.evaluation_sets(p.retrieval_eval_examples, p.eval_seed, ks=p.ks, n_filler=max(p.curriculum))
+retrieval_valid = [tasks.batch(eval_sets[("random", max(p.ks))][:p.retrieval_batch_size], tok)[:2]]
+sizes = {f"retrieval_{size_name(i)}": i for i in p.retrieval_sizes}
 
 
 def bindings(size):
     """A retrieval task: the curriculum, scored on the evaluation sets normal and with the state zeroed."""
-    return Task(batches=lambda seed: tasks.curriculum_batches(tok, p.niah_batch_size, seed, stages, p.ks),
-                valid=niah_valid, score=lambda run: retrieval.score_rows(
+    return Task(batches=lambda seed: tasks.curriculum_batches(tok, p.retrieval_batch_size, seed, stages, p.ks),
+                valid=retrieval_valid, score=lambda run: retrieval.score_rows(
                     run.module, eval_sets, tok, precision.device, window=p.window,
                     ablations=("normal", "state zeroed"), size=size, seed=run.seed))
 
 
-niah_runs = run_seeds({n: p.size_config(i, "gdn").build for n, i in sizes.items()},
-                      {n: bindings(size_name(i)) for n, i in sizes.items()},
-                      TrainConfig.from_params(p, steps=p.niah_steps), precision, seeds=seeds, keep=lambda run: False,
-                      **notebook.run_options(p, out, "retrieval"))
-niah_runs = sorted(niah_runs, key=lambda r: list(sizes).index(r.model))  # by size, seeds in order
-origins = {f"{r.model}_seed{r.seed}": r.origin for r in niah_runs}
+retrieval_runs = run_seeds({n: p.size_config(i, "gdn").build for n, i in sizes.items()},
+                           {n: bindings(size_name(i)) for n, i in sizes.items()},
+                           TrainConfig.from_params(p, steps=p.retrieval_steps), precision, seeds=seeds,
+                           keep=lambda run: False, **notebook.run_options(p, out, "retrieval"))
+retrieval_runs = sorted(retrieval_runs, key=lambda r: list(sizes).index(r.model))  # by size, seeds in order
+origins = {f"{r.model}_seed{r.seed}": r.origin for r in retrieval_runs}
 print("runs:", ", ".join(f"{run} {origin}" for run, origin in origins.items()))
-scored = pd.concat([r.scores for r in niah_runs])
-niah, memoryless = scored[scored.ablation == "normal"], scored[scored.ablation == "state zeroed"]
-by_k = retrieval.across_seeds(niah, ["size", "set", "k"])
+scored = pd.concat([r.scores for r in retrieval_runs])
+facts, memoryless = scored[scored.ablation == "normal"], scored[scored.ablation == "state zeroed"]
+by_k = retrieval.across_seeds(facts, ["size", "set", "k"])
 notebook.save_table(by_k, out, "retrieval_by_k")
 display(by_k.round(3))
 
@@ -476,10 +476,10 @@ display(by_k.round(3))
 # window `window`, pooled over k; the interval is across seeds.
 
 # %%
-by_distance = retrieval.across_seeds(niah[niah.set == "random"], ["size", "bin"])
+by_distance = retrieval.across_seeds(facts[facts.set == "random"], ["size", "bin"])
 notebook.save_table(by_distance, out, "retrieval_by_distance")
 display(by_distance.round(3))
-display(retrieval.summary(niah, ["size", "set"]).round(3).rename(columns={"example lo": "example-level lo",
+display(retrieval.summary(facts, ["size", "set"]).round(3).rename(columns={"example lo": "example-level lo",
                                                                           "example hi": "example-level hi"}))
 
 # %% [markdown]
@@ -588,14 +588,14 @@ notebook.save_figure(fig, out, "capacity_distance_scaling")
 
 # %%
 retrieval_scale = (f"{tok.name} prompts of {max(p.ks)} bindings + {max(p.curriculum)} filler sentences, "
-                   f"{p.niah_steps} steps × {p.niah_batch_size} prompts, {p.n_seeds} seeds "
+                   f"{p.retrieval_steps} steps × {p.retrieval_batch_size} prompts, {p.n_seeds} seeds "
                    "(source: one fact per prompt, 100 distractors, 1500 steps)")
 colour_claims, colour_values = [], {}
-for size in [size_name(i) for i in p.niah_sizes]:
+for size in [size_name(i) for i in p.retrieval_sizes]:
     for set_, what in (("random", "names to colours"), ("unseen pairs", "held-out pairs (never bound in training)")):
         part, where = f"{size}, {set_}: accuracy − shortcut", {"size": size, "set": set_, "k": max(p.ks)}
-        colour_values[part] = paired(retrieval.per_seed(niah, seeds, **where),
-                                     retrieval.per_seed(niah, seeds, shortcut=True, **where))
+        colour_values[part] = paired(retrieval.per_seed(facts, seeds, **where),
+                                     retrieval.per_seed(facts, seeds, shortcut=True, **where))
         colour_claims.append(Claim(f"the {size} GDN state binds {max(p.ks)} {what} beyond the best shortcut",
                                    "superiority", p.mqar_margin, "higher", "accuracy", primary=False, parts=(part,)))
         if set_ == "random":  # the same test on the stack with its state zeroed: a model that binds nothing

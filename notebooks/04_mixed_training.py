@@ -142,13 +142,13 @@ eval_interval = 100
 eval_batches = 20
 alpha = 0.05
 bottlenecks = ["static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted"]
-regimes = ["lm", "niah", "mixed"]
+regimes = ["lm", "retrieval", "mixed"]
 control = True
 max_train_stories = 50000
 ks = [2, 4]
 curriculum = [0, 10, 30, 50, 100]
-niah_batch_size = 16
-niah_eval_examples = 500
+retrieval_batch_size = 16
+retrieval_eval_examples = 500
 eval_seed = 10000
 ppl_target = 5.0
 delta_target = 0.15
@@ -202,7 +202,7 @@ train_docs = [torch.tensor(tok.encode(s)) for s in stories.train]
 valid_batches = data.fixed_document_batches([torch.tensor(tok.encode(s)) for s in stories.valid], p.eval_batches,
                                             p.batch_size, p.seq_len)
 stages = tasks.equal_stages(p.curriculum, p.steps)
-eval_sets = tasks.evaluation_sets(p.niah_eval_examples, p.eval_seed, ks=p.ks, n_filler=max(p.curriculum))
+eval_sets = tasks.evaluation_sets(p.retrieval_eval_examples, p.eval_seed, ks=p.ks, n_filler=max(p.curriculum))
 back = {(name, k): [tasks.distance(ex, tok) for ex in exs] for (name, k), exs in eval_sets.items()}
 distances = pd.Series({name: np.median(d) for (name, k), d in back.items() if k == max(p.ks)},
                       name=f"median distance (tokens), k = {max(p.ks)}")
@@ -332,13 +332,13 @@ def values_of(runs_):
 # %%
 def batches(regime, seed):
     lm = data.document_batches(train_docs, p.batch_size, p.seq_len, seed)
-    niah = tasks.curriculum_batches(tok, p.niah_batch_size, seed, stages, p.ks)
-    return iter({"lm": lm, "niah": niah, "mixed": zip(lm, niah)}[regime])
+    prompts = tasks.curriculum_batches(tok, p.retrieval_batch_size, seed, stages, p.ks)
+    return iter({"lm": lm, "retrieval": prompts, "mixed": zip(lm, prompts)}[regime])
 
 
 def mixed_loss(model, batch):
-    lm_batch, niah_batch = batch
-    return 0.5 * lm_loss(model, lm_batch) + 0.5 * lm_loss(model, niah_batch)
+    lm_batch, prompt_batch = batch
+    return 0.5 * lm_loss(model, lm_batch) + 0.5 * lm_loss(model, prompt_batch)
 
 
 def score(arm, regime, run):
@@ -391,9 +391,9 @@ display(ppl_table.to_frame("held-out PPL (mean [95 % interval across seeds])"))
 # scale (its token count beside ours); "the task matters more than the bottleneck" needs two regimes and two arms.
 
 # %%
-lm_tokens = {"lm": 1.0, "niah": 0.0, "mixed": 1.0}  # language-model windows per step, by regime
+lm_tokens = {"lm": 1.0, "retrieval": 0.0, "mixed": 1.0}  # language-model windows per step, by regime
 source = MixedTrainingParams()  # the source's configuration (the t4 profile)
-scale = (f"{p.pattern} d {p.d_model}, window {p.window}, {p.steps} steps of {p.niah_batch_size} retrieval prompts "
+scale = (f"{p.pattern} d {p.d_model}, window {p.window}, {p.steps} steps of {p.retrieval_batch_size} retrieval prompts "
          f"({p.ks} bindings + up to {max(p.curriculum)} filler sentences, median 'far' distance {distances['far']:.0f} "
          f"tokens) and/or {p.batch_size} × {p.seq_len} LM tokens by regime, {tok.name} tokens, {looked.seeds} seeds "
          f"(source: {source.pattern} d {source.d_model}, GPT-2 tokens, 100 distractors)")

@@ -32,9 +32,9 @@ from odebook.study.retrieval import ABLATIONS
 
 __all__ = ["Work", "Runs", "PLANS", "plan", "evaluations"]
 
-SEEDED = ("seeds", "MQAR", "name-colour", "re-solving")  # the parts whose runs come once per seed
+SEEDED = ("seeds", "MQAR", "retrieval", "re-solving")  # the parts whose runs come once per seed
 # the parts run as an executor's jobs (experiment.run_seeds)
-EXECUTED = ("seeds", "lr grid", "MQAR", "name-colour", "WikiText")
+EXECUTED = ("seeds", "lr grid", "MQAR", "retrieval", "WikiText")
 SCORE_BATCH = 50  # examples per forward pass of retrieval scoring (odebook.study.retrieval.score_rows)
 
 
@@ -119,7 +119,7 @@ def _curriculum(p: Params, steps: int, batch: Callable[[int], Callable[[], Any]]
 
 def _scoring(p: Params, tok: Tokenizer, ablations: int) -> tuple[Work, ...]:
     """retrieval.score_rows: every evaluation set under each ablation, in batches of SCORE_BATCH prompts."""
-    sets = tasks.evaluation_sets(p.niah_eval_examples, p.eval_seed, ks=p.ks, n_filler=max(p.curriculum))
+    sets = tasks.evaluation_sets(p.retrieval_eval_examples, p.eval_seed, ks=p.ks, n_filler=max(p.curriculum))
     return tuple(Work(ablations * math.ceil(len(examples) / SCORE_BATCH),
                       functools.partial(lambda ex: tasks.batch(ex, tok)[:2], examples[:SCORE_BATCH]), train=False)
                  for examples in sets.values())
@@ -161,11 +161,11 @@ def _time_indexed(p: Params, tok: Tokenizer) -> list[Runs]:
 
 def _gdn_scaling(p: Params, tok: Tokenizer) -> list[Runs]:
     ladder = [r for s in p.series for i in range(len(p.ladder_d)) for r in _tuned(p, tok, s, p.size_config(i, s).build)]
-    prompts = functools.partial(_prompts, tok, p.niah_batch_size, p.ks)
-    valid = Work(evaluations(p.niah_steps, p.eval_interval), prompts(max(p.curriculum)), train=False)
-    work = (*_curriculum(p, p.niah_steps, prompts), valid, *_scoring(p, tok, ablations=2))
-    niah = [Runs("gdn", p.size_config(i, "gdn").build, p.n_seeds, work, part="name-colour") for i in p.niah_sizes]
-    return ladder + niah + _mqar(p)
+    prompts = functools.partial(_prompts, tok, p.retrieval_batch_size, p.ks)
+    valid = Work(evaluations(p.retrieval_steps, p.eval_interval), prompts(max(p.curriculum)), train=False)
+    work = (*_curriculum(p, p.retrieval_steps, prompts), valid, *_scoring(p, tok, ablations=2))
+    bound = [Runs("gdn", p.size_config(i, "gdn").build, p.n_seeds, work, part="retrieval") for i in p.retrieval_sizes]
+    return ladder + bound + _mqar(p)
 
 
 SCORING_BATCHES = 16  # odebook.study.recall.SCORING_BATCHES, held equal by a test: importing recall here would make
@@ -203,8 +203,8 @@ def _mixed_loss(model: nn.Module, batch: tuple) -> torch.Tensor:
 
 def _mixed_training(p: Params, tok: Tokenizer) -> list[Runs]:
     windows = _tokens(tok.vocab_size, p.batch_size, p.seq_len)
-    prompts = functools.partial(_prompts, tok, p.niah_batch_size, p.ks)
-    train = {"lm": (Work(p.steps, windows),), "niah": _curriculum(p, p.steps, prompts),
+    prompts = functools.partial(_prompts, tok, p.retrieval_batch_size, p.ks)
+    train = {"lm": (Work(p.steps, windows),), "retrieval": _curriculum(p, p.steps, prompts),
              "mixed": _curriculum(p, p.steps, lambda n: lambda: (windows(), prompts(n)()), _mixed_loss)}
     valid = Work((evaluations(p.steps, p.eval_interval) + 1) * p.eval_batches, windows, train=False)  # + held-out PPL
     return [Runs("hybrid" if arm.state_read else "control", arm.build, p.n_seeds,

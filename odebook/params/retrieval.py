@@ -14,7 +14,7 @@ from odebook.params.schema import spec
 __all__ = ["RetrievalParams", "GDNScalingParams", "MixedTrainingParams", "SERIES", "MQAR_KINDS"]
 
 
-def _niah_length_problems(ks: list[int], curriculum: list[int], tokenizer: str, max_seq_len: int) -> list[str]:
+def _length_problems(ks: list[int], curriculum: list[int], tokenizer: str, max_seq_len: int) -> list[str]:
     """The longest retrieval prompt must fit the positional table."""
     from odebook.data.corpus import DataError, get_tokenizer
     from odebook.data.tasks import max_prompt_tokens
@@ -40,15 +40,15 @@ class RetrievalParams(LMParams):
     chunk_size: int = spec(64, ge=1, help="chunk of the pure-PyTorch gated delta rule (CPU path; CUDA uses fla-core)")
     ks: list[int] = spec([2, 4], ge=1, le=8, help="bindings per prompt: drawn from these in training, each scored")
     curriculum: list[int] = spec([0, 10, 30, 50, 100], ge=0, help="filler sentences per stage, growing over training")
-    niah_batch_size: int = spec(16, ge=1, help="retrieval prompts per training step")
-    niah_eval_examples: int = spec(500, ge=1, help="examples per evaluation set")
+    retrieval_batch_size: int = spec(16, ge=1, help="retrieval prompts per training step")
+    retrieval_eval_examples: int = spec(500, ge=1, help="examples per evaluation set")
     eval_seed: int = spec(10_000, ge=0, help="seed of the evaluation examples, apart from training seeds")
 
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()
         if max(self.ks) > 8:
             errors.append(f"key 'ks' = {self.ks}: at most 8 bindings (distinct colours)")
-        return errors + ([] if errors else _niah_length_problems(self.ks, self.curriculum, self.tokenizer,
+        return errors + ([] if errors else _length_problems(self.ks, self.curriculum, self.tokenizer,
                                                                  self.max_seq_len))
 
     def model_config(self, pattern: str, *, d_model: int, local_path: str | None = None) -> PatternConfig:
@@ -85,8 +85,9 @@ class GDNScalingParams(RetrievalParams):
                                   "gdn: GDN layers only")
     lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3], gt=0.0, le=1.0,
                                 help="language-model learning rates tried per size (first seed, validation split)")
-    niah_sizes: list[int] = spec([0, 1, 2], ge=0, help="ladder indices whose GDN-only stack is trained on retrieval")
-    niah_steps: int = spec(1500, ge=1, help="retrieval training steps per size, over the whole curriculum")
+    retrieval_sizes: list[int] = spec([0, 1, 2], ge=0,
+                                      help="ladder indices whose GDN-only stack is trained on retrieval")
+    retrieval_steps: int = spec(1500, ge=1, help="retrieval training steps per size, over the whole curriculum")
     mqar_keys: int = spec(64, ge=4, help="MQAR (odebook.data.mqar): keys, and as many values, in its own vocabulary")
     mqar_d: list[int] = spec([64, 128, 256], ge=8, min_len=2,
                              help="MQAR: widths of the GDN-only stacks, smallest first (a layer's state: width² / "
@@ -118,8 +119,9 @@ class GDNScalingParams(RetrievalParams):
         if len(set(sizes)) != len(sizes):
             errors.append(f"keys 'ladder_d' = {self.ladder_d} and 'ladder_layers' = {self.ladder_layers}: each size "
                           "(width, layers) at most once")
-        if any(i >= len(self.ladder_d) for i in self.niah_sizes):
-            errors.append(f"key 'niah_sizes' = {self.niah_sizes}: indices into ladder_d (0..{len(self.ladder_d) - 1})")
+        if any(i >= len(self.ladder_d) for i in self.retrieval_sizes):
+            errors.append(f"key 'retrieval_sizes' = {self.retrieval_sizes}: indices into ladder_d "
+                          f"(0..{len(self.ladder_d) - 1})")
         for key in ("mqar_d", "mqar_eval_ks"):
             if any(b <= a for a, b in zip(getattr(self, key), getattr(self, key)[1:])):
                 errors.append(f"key {key!r} = {getattr(self, key)}: must increase")
@@ -166,7 +168,7 @@ class MixedTrainingParams(RetrievalParams):
     d_model: int = spec(256, ge=8)
     bottlenecks: list[str] = spec(["static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted"],
                                   choices=tuple(LOCAL_PATHS), help="local path arms (odebook.models.local_paths)")
-    regimes: list[str] = spec(["lm", "niah", "mixed"], choices=("lm", "niah", "mixed"))
+    regimes: list[str] = spec(["lm", "retrieval", "mixed"], choices=("lm", "retrieval", "mixed"))
     control: bool = spec(True, help="also train the no-state control (every G layer replaced by sliding-window "
                          "attention behind the G layer's short convolution: the two differ in their memory only)")
     max_train_stories: int = spec(50_000, ge=1)

@@ -73,8 +73,8 @@ def test_retrieval_steps_are_counted_at_the_shapes_the_curriculum_gives(root, mo
     lengths = []
     for w in train:
         (x, y), (px, py) = w.batch()
-        assert x.shape == (p.batch_size, p.seq_len) and px.shape[0] == p.niah_batch_size
-        assert (py != IGNORE_INDEX).sum() <= 4 * p.niah_batch_size * max(p.ks)  # the answers, not every position
+        assert x.shape == (p.batch_size, p.seq_len) and px.shape[0] == p.retrieval_batch_size
+        assert (py != IGNORE_INDEX).sum() <= 4 * p.retrieval_batch_size * max(p.ks)  # the answers, not every position
         lengths.append(px.shape[1])
     assert lengths == sorted(lengths) and lengths[-1] <= p.max_seq_len  # the prompts grow stage by stage
 

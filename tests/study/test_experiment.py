@@ -66,14 +66,14 @@ def test_train_once_reuses_a_finished_run_of_any_batch_stream_and_retrains_a_cha
         model = models.pattern_lm("GS", vocab_size=256, d_model=16, n_head=2, max_seq_len=512, window=8,
                                   state_read=True)
         stream = lambda: tasks.curriculum_batches(tok, 2, 0, [(3, 1)], [1, 2])  # noqa: E731
-        hist, origin, extras = train_once("niah_seed0", model, stream, valid, config, cpu, checkpoints=tmp_path,
+        hist, origin, extras = train_once("retrieval_seed0", model, stream, valid, config, cpu, checkpoints=tmp_path,
                                           fresh=fresh, key=key, progress=False,
                                           finish=lambda m, h: {"last": h.loss[-1]})
         return model, hist, origin, extras
 
     first, hist, origin, extras = once({"k": 1})
-    assert origin == "trained" and (tmp_path / "niah_seed0.done.pt").is_file()
-    assert not (tmp_path / "niah_seed0.pt").exists()  # the partial checkpoint goes once the run is done
+    assert origin == "trained" and (tmp_path / "retrieval_seed0.done.pt").is_file()
+    assert not (tmp_path / "retrieval_seed0.pt").exists()  # the partial checkpoint goes once the run is done
     again, hist2, origin2, extras2 = once({"k": 1})
     assert origin2 == "reused" and extras2 == extras and hist2.loss == hist.loss
     for a, b in zip(first.state_dict().values(), again.state_dict().values()):

@@ -3,6 +3,7 @@ and how it writes figures, tables and results.json (which the runner's index rea
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -23,8 +24,8 @@ from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.study.stats import Verdict
 
 __all__ = ["start", "inline_figures", "output_dir", "checkpointing", "checkpoint_folder", "batch_shape", "run_options",
-           "executor", "layout", "tensorboard_dir", "save_figure", "save_table", "save_results", "show_verdicts",
-           "repo_root", "to_jsonable"]
+           "executor", "slurm_options", "layout", "tensorboard_dir", "save_figure", "save_table", "save_results",
+           "show_verdicts", "repo_root", "to_jsonable"]
 
 
 def start(schema: type[Params], namespace: Mapping[str, Any]) -> tuple[Params, Path, Precision]:
@@ -119,9 +120,12 @@ def executor(params: Params, out: Path) -> Local | Workers | Submitit:
     if params.executor in ("auto", "workers"):
         return Workers(cores)
     folder = Path(params.executor_folder) if params.executor_folder else checkpoint_folder(params, out) / "jobs"
-    return Submitit(folder, device=params.device,
-                    partition=params.slurm_partition, time_min=params.slurm_time_min,
-                    gpus_per_job=params.slurm_gpus_per_job, array_parallelism=params.slurm_array_parallelism)
+    return Submitit(folder, device=params.device, **slurm_options(params))
+
+
+def slurm_options(params: Params) -> dict[str, Any]:
+    """The parameters' SLURM options (``slurm_*``), as ``Submitit`` takes them: the same names, the only defaults."""
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params) if f.name.startswith("slurm_")}
 
 
 def layout(params: Params) -> str:

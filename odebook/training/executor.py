@@ -32,7 +32,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -182,16 +182,19 @@ def _on_the_node(job: Job, device: str) -> Any:
 @dataclass(frozen=True)
 class Submitit:
     """One job array through submitit (module docstring). ``cluster``: None lets submitit choose (SLURM where
-    ``sbatch`` is found, else subprocesses here), or "slurm", "local". SLURM's options: ``partition`` ('' = the
-    cluster's default), ``time_min`` per job, ``gpus_per_job``, ``array_parallelism`` (jobs running at once)."""
+    ``sbatch`` is found, else subprocesses here), or "slurm", "local". SLURM's options carry the study parameters'
+    names and have no default here — the parameters' are the only ones (``odebook.params``, ``slurm_*``):
+    ``slurm_partition`` ('' = the cluster's default), ``slurm_time_min`` per job, ``slurm_gpus_per_job`` (0: none
+    asked; a CPU partition refuses a GPU request), ``slurm_array_parallelism`` (jobs running at once)."""
 
     folder: Path
+    _: KW_ONLY
+    slurm_partition: str
+    slurm_time_min: int
+    slurm_gpus_per_job: int
+    slurm_array_parallelism: int
     device: str = "auto"
     cluster: str | None = None
-    partition: str = ""
-    time_min: int = 120  # the schema's slurm_time_min (a test holds the two defaults together)
-    gpus_per_job: int = 0  # none asked unless the profile says so: a CPU partition refuses a GPU request
-    array_parallelism: int = 16
     poll_s: float = 2.0
     progress: bool = True
 
@@ -199,10 +202,10 @@ class Submitit:
         import submitit
 
         ex = submitit.AutoExecutor(folder=self.folder / "%j", cluster=self.cluster)
-        ex.update_parameters(timeout_min=self.time_min, slurm_array_parallelism=self.array_parallelism,
-                             **({"gpus_per_node": self.gpus_per_job} if ex.cluster == "slurm" and self.gpus_per_job
-                                else {}),
-                             **({"slurm_partition": self.partition} if self.partition else {}))
+        gpus = ex.cluster == "slurm" and self.slurm_gpus_per_job
+        ex.update_parameters(timeout_min=self.slurm_time_min, slurm_array_parallelism=self.slurm_array_parallelism,
+                             **({"gpus_per_node": self.slurm_gpus_per_job} if gpus else {}),
+                             **({"slurm_partition": self.slurm_partition} if self.slurm_partition else {}))
         if ex.cluster == "local":  # every job starts at once on this machine: threads spinning while they wait for
             # a descheduled partner would starve the others (odebook.book.wait_policy), so they wait passively
             ex.update_parameters(local_setup=["export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}"])

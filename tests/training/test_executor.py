@@ -1,6 +1,7 @@
 """The executor of independent runs: one-thread workers side by side and submitit's job array give the runs of the
 sequential path, a failed job's own error reaches the caller, and a finished run is not resubmitted."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -47,8 +48,11 @@ def jobs_in(folder: Path) -> int:
     return len({p.name.split("_log")[0] for p in folder.rglob("*_log.out")})
 
 
+SLURM = notebook.slurm_options(STUDIES["01_gradient_flow"]())  # the parameters' defaults
+
+
 def local_array(folder: Path) -> Submitit:
-    return Submitit(folder, device="cpu", cluster="local", poll_s=0.2, progress=False)
+    return Submitit(folder, device="cpu", cluster="local", poll_s=0.2, progress=False, **SLURM)
 
 
 @pytest.mark.slow
@@ -101,11 +105,12 @@ def test_a_run_stored_under_one_layout_is_not_reused_under_another(tmp_path, mon
     assert {k: v for k, v in side.items() if k != "threads"} == {k: v for k, v in here.items() if k != "threads"}
 
 
-def test_submitits_own_defaults_are_the_schemas():
-    """A Submitit built without the parameters (a script's) asks what a notebook's defaults ask."""
-    p, ex = STUDIES["01_gradient_flow"](), Submitit(Path("jobs"))
-    assert (ex.partition, ex.time_min, ex.gpus_per_job, ex.array_parallelism) == (
-        p.slurm_partition, p.slurm_time_min, p.slurm_gpus_per_job, p.slurm_array_parallelism)
+def test_submitit_takes_the_parameters_slurm_options_by_their_names_and_has_no_default_of_its_own():
+    """Each SLURM option is declared, with its default, once (odebook.params); Submitit names it the same."""
+    own = {f.name: f.default for f in dataclasses.fields(Submitit) if f.name.startswith("slurm_")}
+    assert set(own) == set(SLURM) == {"slurm_partition", "slurm_time_min", "slurm_gpus_per_job",
+                                      "slurm_array_parallelism"}
+    assert all(default is dataclasses.MISSING for default in own.values())
 
 
 def test_workers_side_by_side_give_the_runs_of_one_thread_in_this_process_and_again_on_a_rerun():
@@ -164,8 +169,8 @@ def test_the_parameters_choose_the_executor(tmp_path, monkeypatch):
     p = schema(executor="submitit", slurm_partition="gpu", slurm_time_min=30, slurm_gpus_per_job=2,
                slurm_array_parallelism=4, checkpoint_dir=str(tmp_path / "ck"))
     ex = notebook.executor(p, tmp_path)
-    assert ex == Submitit(tmp_path / "ck" / "jobs", device="auto", partition="gpu", time_min=30, gpus_per_job=2,
-                          array_parallelism=4)
+    assert ex == Submitit(tmp_path / "ck" / "jobs", device="auto", slurm_partition="gpu", slurm_time_min=30,
+                          slurm_gpus_per_job=2, slurm_array_parallelism=4)
     shared = schema(executor="submitit", executor_folder=str(tmp_path / "shared"))
     assert notebook.executor(shared, tmp_path).folder == tmp_path / "shared"
     assert notebook.run_options(p, tmp_path)["executor"] == ex
@@ -222,9 +227,10 @@ def test_slurm_jobs_ask_for_a_gpu_only_when_the_profile_says_so(tmp_path, monkey
     def gpus(ex: Submitit) -> dict:
         return {k: v for k, v in ex._executor()._executor.parameters.items() if "gpu" in k or "gres" in k}
 
-    assert Submitit(tmp_path / "jobs", cluster="slurm").gpus_per_job == 0
-    assert gpus(Submitit(tmp_path / "jobs", cluster="slurm")) == {}
-    assert gpus(Submitit(tmp_path / "jobs", cluster="slurm", gpus_per_job=1)) == {"gpus_per_node": 1}
+    assert SLURM["slurm_gpus_per_job"] == 0
+    assert gpus(Submitit(tmp_path / "jobs", cluster="slurm", **SLURM)) == {}
+    assert gpus(Submitit(tmp_path / "jobs", cluster="slurm", **{**SLURM, "slurm_gpus_per_job": 1})) == {
+        "gpus_per_node": 1}
 
 
 def untimed(runs: list[dict]) -> list[dict]:

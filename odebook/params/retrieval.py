@@ -48,8 +48,7 @@ class RetrievalParams(LMParams):
         errors = super().cross_checks()
         if max(self.ks) > 8:
             errors.append(f"key 'ks' = {self.ks}: at most 8 bindings (distinct colours)")
-        return errors + ([] if errors else _length_problems(self.ks, self.curriculum, self.tokenizer,
-                                                                 self.max_seq_len))
+        return errors + ([] if errors else _length_problems(self.ks, self.curriculum, self.tokenizer, self.max_seq_len))
 
     def model_config(self, pattern: str, *, d_model: int, local_path: str | None = None) -> PatternConfig:
         """The stack ``pattern`` at width ``d_model`` (odebook.models.configs.PatternConfig); with ``local_path`` (a
@@ -64,7 +63,8 @@ class RetrievalParams(LMParams):
 
 SERIES = {"hybrid": lambda layers: "G" * layers + "S", "gdn": lambda layers: "G" * layers}
 # Study 03's MQAR stacks, one letter a layer (odebook.models.lm.pattern_lm); the attention stack, the positive control,
-# has the GDN's short convolution in front, as the GDN stacks do (the two then differ in their memory only).
+# has the GDN's short convolution in front, as the GDN stacks do (the two then differ in their token mixing: a state
+# against full attention, each with its own projections).
 MQAR_KINDS = {"gdn": "G", "no state": "S", "attention": "C"}
 
 
@@ -170,7 +170,8 @@ class MixedTrainingParams(RetrievalParams):
                                   choices=tuple(LOCAL_PATHS), help="local path arms (odebook.models.local_paths)")
     regimes: list[str] = spec(["lm", "retrieval", "mixed"], choices=("lm", "retrieval", "mixed"))
     control: bool = spec(True, help="also train the no-state control (every G layer replaced by sliding-window "
-                         "attention behind the G layer's short convolution: the two differ in their memory only)")
+                         "attention behind the G layer's short convolution: a window instead of a state, with its "
+                         "own projections)")
     max_train_stories: int = spec(50_000, ge=1)
     ppl_target: float = spec(5.0, gt=1.0, help="the source's target for held-out perplexity")
     delta_target: float = spec(0.15, gt=0.0, le=1.0, help="the source's target for Delta (15 points): the margin of "

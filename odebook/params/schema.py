@@ -223,8 +223,9 @@ class Params:
     def _generic_checks(self) -> list[str]:
         """Rules every study shares: all seeds within numpy's range, and a device that exists."""
         errors = []
-        if self.seed + self.n_seeds - 1 > INT_LIMIT:
-            errors.append(f"key 'seed' = {self.seed}: seed + n_seeds - 1 must be <= {INT_LIMIT} (numpy's seed range)")
+        if self.seed + self.n_seeds > INT_LIMIT:  # the largest seed a study uses: SeedPlan.tuning
+            errors.append(f"key 'seed' = {self.seed}: seed + n_seeds (the tuning seed) must be <= {INT_LIMIT} "
+                          "(numpy's seed range)")
         problem = looks_problem(self.looks, self.n_seeds)
         if problem:
             errors.append(f"key 'looks' = {list(self.looks)}: {problem}")

@@ -33,7 +33,8 @@ def error_of(cls, values) -> str:
     ({"lr_grid": []}, "key 'lr_grid' = []: needs at least 1 entry"),
     ({"mqar_pairs": 17}, "key 'mqar_pairs' = 17: needs at most mqar_keys = 16 keys"),
     ({"seed": 2**32}, f"key 'seed' = {2**32}: must be <= {INT_LIMIT}"),
-    ({"seed": INT_LIMIT, "n_seeds": 2}, "seed + n_seeds - 1 must be <="),
+    ({"seed": INT_LIMIT, "n_seeds": 2}, "seed + n_seeds (the tuning seed) must be <="),
+    ({"seed": INT_LIMIT, "n_seeds": 1}, "seed + n_seeds (the tuning seed) must be <="),  # its tuning seed
     ({"steps": 10**30}, f"must be <= {INT_LIMIT}"),
     ({"lr": 10**400}, "key 'lr'"),  # an integer too large for a float
 ])

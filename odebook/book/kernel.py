@@ -11,7 +11,9 @@ the book had failed; in the log it is one more line of a run that was interrupte
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -20,9 +22,10 @@ from pathlib import Path
 from unittest import mock
 
 from odebook.book.profile import PROFILE_ENV
+from odebook.params import STUDIES
 from odebook.training.runtime import ALLOCATOR_ENV
 
-__all__ = ["KERNEL_NAME", "LOG_ENV", "for_this_python", "log_to"]
+__all__ = ["KERNEL_NAME", "LOG_ENV", "for_this_python", "log_to", "MachineSettingsPassed"]
 
 KERNEL_NAME = "odebook-runner"
 LOG_ENV = "ODEBOOK_KERNEL_LOG"  # where a kernel started now appends its stderr
@@ -58,3 +61,18 @@ def log_to(path: Path) -> Iterator[Path]:
         finally:
             if path.is_file() and not path.stat().st_size:
                 path.unlink()
+
+
+class MachineSettingsPassed(logging.Filter):
+    """papermill warns of each parameter it passes that a notebook's parameters cell does not assign ("Passed unknown
+    parameter: fresh"). The runner passes the machine's settings (``output_dir``, ``checkpoint_dir``, ``fresh``),
+    which no cell assigns (``spec(machine=True)``) and every notebook reads by name, so those warnings are left off
+    the console; any other stays."""
+
+    UNKNOWN = "Passed unknown parameter: "
+    NAMES = frozenset(f.name for schema in STUDIES.values() for f in dataclasses.fields(schema)
+                      if f.metadata.get("machine"))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith(self.UNKNOWN) and message.removeprefix(self.UNKNOWN) in self.NAMES)

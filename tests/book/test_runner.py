@@ -344,3 +344,18 @@ def test_only_a_run_that_trains_everything_calibrates_the_budget(tmp_path):
     (checkpoints / "run.pt").write_bytes(b"")
     assert not runner.calibrates(checkpoints, fresh=False)  # runs it may reuse: seconds for minutes
     assert runner.calibrates(checkpoints, fresh=True)  # fresh: they are ignored
+
+
+def test_papermills_warning_for_a_machine_setting_stays_off_the_console(caplog):
+    """The runner passes output_dir, checkpoint_dir and fresh, which no parameters cell assigns: papermill's "Passed
+    unknown parameter" for them is noise; for any other name it stays."""
+    import logging
+
+    from odebook.book.kernel import MachineSettingsPassed
+
+    logger = logging.getLogger("papermill.test")
+    logger.addFilter(MachineSettingsPassed())
+    with caplog.at_level(logging.WARNING, logger="papermill.test"):
+        for name in ("output_dir", "checkpoint_dir", "fresh", "steps"):
+            logger.warning(f"Passed unknown parameter: {name}")
+    assert [r.getMessage() for r in caplog.records] == ["Passed unknown parameter: steps"]

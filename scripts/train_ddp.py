@@ -116,7 +116,8 @@ def _refuse_another_configuration(path: Path, fingerprint: str, fresh: bool, par
         return
     if not fresh:
         parser.error(f"{path} was made by another configuration (model, parameters, data files, process count or "
-                     "odebook's source differ), so it is not resumed; use another --out, or --fresh to replace it")
+                     "the study's science code differ), so it is not resumed; use another --out, or --fresh to "
+                     "replace it")
     distributed.barrier()  # every rank has read it before rank 0 removes it
     if distributed.is_main():
         ckpt.remove(path)

@@ -353,9 +353,12 @@ def test_papermills_warning_for_a_machine_setting_stays_off_the_console(caplog):
 
     from odebook.book.kernel import MachineSettingsPassed
 
-    logger = logging.getLogger("papermill.test")
-    logger.addFilter(MachineSettingsPassed())
-    with caplog.at_level(logging.WARNING, logger="papermill.test"):
-        for name in ("output_dir", "checkpoint_dir", "fresh", "steps"):
-            logger.warning(f"Passed unknown parameter: {name}")
+    logger, quiet = logging.getLogger("papermill"), MachineSettingsPassed()  # the logger papermill.execute warns on
+    logger.addFilter(quiet)
+    try:
+        with caplog.at_level(logging.WARNING, logger="papermill"):
+            for name in ("output_dir", "checkpoint_dir", "fresh", "steps"):
+                logger.warning(f"Passed unknown parameter: {name}")
+    finally:
+        logger.removeFilter(quiet)
     assert [r.getMessage() for r in caplog.records] == ["Passed unknown parameter: steps"]

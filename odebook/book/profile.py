@@ -22,9 +22,10 @@ from odebook.book import colab
 from odebook.params import ParamError, Params, injected_names, profile_chain
 from odebook.params.schema import yaml_mapping
 
-__all__ = ["PROFILE_ENV", "apply_profile", "profile_values"]
+__all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values"]
 
 PROFILE_ENV = "ODEBOOK_PROFILE"
+APPLIED = "_odebook_profile_applied"  # in a notebook's globals: the machine settings the last run's profile set
 
 
 def profile_values(profile: str, study: str, root: Path | None) -> tuple[str, dict[str, Any]]:
@@ -48,7 +49,8 @@ def profile_values(profile: str, study: str, root: Path | None) -> tuple[str, di
 
 
 def _cell_values(schema: type[Params]) -> dict[str, Any]:
-    """The parameters cell's values: the schema's defaults (tests/book/test_notebooks.py holds the two equal)."""
+    """The parameters cell's values: the schema's defaults (tests/book/test_notebooks.py holds the two equal), and
+    the machine settings' defaults, which no cell restates."""
     return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
             for f in dataclasses.fields(schema)}
 
@@ -57,7 +59,12 @@ def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Ma
                   root: Path | None) -> str:
     """Apply ``$ODEBOOK_PROFILE``'s file to a notebook's globals (``namespace``) where they still hold the parameters
     cell's values; return a line saying what was applied and kept ("" when the variable is unset). The file is
-    validated on its own first, so a wrong value names the file."""
+    validated on its own first, so a wrong value names the file. No parameters cell assigns a machine setting
+    (``spec(machine=True)``), so "Run all" does not put one back: a value the last run's profile set there, and
+    nothing has changed since, goes back to its default first (it was the profile's, not the user's)."""
+    for k, v in namespace.pop(APPLIED, {}).items():  # type: ignore[union-attr]
+        if namespace.get(k) == v:
+            namespace[k] = _cell_values(schema)[k]  # type: ignore[index]
     profile = os.environ.get(PROFILE_ENV, "").strip()
     if not profile:
         return ""
@@ -67,5 +74,7 @@ def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Ma
     kept = sorted(k for k in values if k in injected or (k in namespace and namespace[k] != cell[k]))
     applied = {k: getattr(checked, k) for k in values if k not in kept}
     namespace.update(applied)  # type: ignore[union-attr]  # a notebook's globals()
+    machine = {f.name for f in dataclasses.fields(schema) if f.metadata.get("machine")}
+    namespace[APPLIED] = {k: v for k, v in applied.items() if k in machine}  # type: ignore[index]
     return (f"profile {profile} ({source}): {len(applied)} values applied"
             + (f"; kept your own {', '.join(kept)}" if kept else ""))

@@ -67,3 +67,21 @@ def test_outside_a_checkout_the_profile_comes_from_the_repository(monkeypatch):
     monkeypatch.setattr(colab, "PARAMS_URL", (ROOT / "nowhere").as_uri())
     with pytest.raises(ParamError, match="could not read .*unset ODEBOOK_PROFILE"):
         profile.apply_profile(STUDIES[STUDY], cell_namespace(), None)
+
+
+def test_a_machine_setting_the_last_runs_profile_set_does_not_stick(monkeypatch):
+    """No parameters cell assigns a machine setting, so "Run all" does not put it back: a value only the last run's
+    profile set goes back to its default before this run's profile (or none) applies; a value of the user's stays."""
+    schema = STUDIES[STUDY]
+    monkeypatch.setenv(profile.PROFILE_ENV, "smoke")
+    namespace = cell_namespace()
+    profile.apply_profile(schema, namespace, ROOT)
+    assert schema.from_namespace(namespace).checkpoint_interval == 0  # smoke's
+    namespace.update(cell_namespace())  # "Run all" again: the cell re-assigns the study's settings only
+    assert "kept your own" not in profile.apply_profile(schema, namespace, ROOT)
+    assert schema.from_namespace(namespace).checkpoint_interval == 0
+    monkeypatch.delenv(profile.PROFILE_ENV)
+    namespace.update(cell_namespace(), device="cpu")  # the user's own machine setting, added to the cell
+    assert profile.apply_profile(schema, namespace, ROOT) == ""
+    params = schema.from_namespace(namespace)
+    assert params.checkpoint_interval == schema().checkpoint_interval and params.device == "cpu"

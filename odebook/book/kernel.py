@@ -11,7 +11,6 @@ the book had failed; in the log it is one more line of a run that was interrupte
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -21,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
-from odebook.book.profile import PROFILE_ENV
+from odebook.book.profile import PROFILE_ENV, machine_settings
 from odebook.params import STUDIES
 from odebook.training.runtime import ALLOCATOR_ENV
 
@@ -70,8 +69,7 @@ class MachineSettingsPassed(logging.Filter):
     the console; any other stays."""
 
     UNKNOWN = "Passed unknown parameter: "
-    NAMES = frozenset(f.name for schema in STUDIES.values() for f in dataclasses.fields(schema)
-                      if f.metadata.get("machine"))
+    NAMES = frozenset().union(*map(machine_settings, STUDIES.values()))
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

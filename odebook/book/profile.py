@@ -22,7 +22,7 @@ from odebook.book import colab
 from odebook.params import ParamError, Params, injected_names, profile_chain
 from odebook.params.schema import yaml_mapping
 
-__all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values"]
+__all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values", "machine_settings"]
 
 PROFILE_ENV = "ODEBOOK_PROFILE"
 APPLIED = "_odebook_profile_applied"  # in a notebook's globals: the machine settings the last run's profile set
@@ -55,6 +55,11 @@ def _cell_values(schema: type[Params]) -> dict[str, Any]:
             for f in dataclasses.fields(schema)}
 
 
+def machine_settings(schema: type[Params]) -> frozenset[str]:
+    """The machine's settings of ``schema``: the fields no parameters cell holds (``Params.cell_fields``)."""
+    return frozenset(f.name for f in dataclasses.fields(schema)) - frozenset(schema.cell_fields())
+
+
 def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Mapping[str, Any],
                   root: Path | None) -> str:
     """Apply ``$ODEBOOK_PROFILE``'s file to a notebook's globals (``namespace``) where they still hold the parameters
@@ -62,19 +67,20 @@ def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Ma
     validated on its own first, so a wrong value names the file. No parameters cell assigns a machine setting
     (``spec(machine=True)``), so "Run all" does not put one back: a value the last run's profile set there, and
     nothing has changed since, goes back to its default first (it was the profile's, not the user's)."""
+    cell = _cell_values(schema)
     for k, v in namespace.pop(APPLIED, {}).items():  # type: ignore[union-attr]
         if namespace.get(k) == v:
-            namespace[k] = _cell_values(schema)[k]  # type: ignore[index]
+            namespace[k] = cell[k]  # type: ignore[index]
     profile = os.environ.get(PROFILE_ENV, "").strip()
     if not profile:
         return ""
     source, values = profile_values(profile, schema.study, root)
     checked = schema.from_mapping(values, source=source)
-    cell, injected = _cell_values(schema), injected_names(namespace.get("In", ()))
+    injected = injected_names(namespace.get("In", ()))
     kept = sorted(k for k in values if k in injected or (k in namespace and namespace[k] != cell[k]))
     applied = {k: getattr(checked, k) for k in values if k not in kept}
     namespace.update(applied)  # type: ignore[union-attr]  # a notebook's globals()
-    machine = {f.name for f in dataclasses.fields(schema) if f.metadata.get("machine")}
+    machine = machine_settings(schema)
     namespace[APPLIED] = {k: v for k, v in applied.items() if k in machine}  # type: ignore[index]
     return (f"profile {profile} ({source}): {len(applied)} values applied"
             + (f"; kept your own {', '.join(kept)}" if kept else ""))

@@ -261,7 +261,7 @@ class Params:
     @property
     def seed_plan(self) -> SeedPlan:
         """The study's seeds: confirmatory, looks and tuning seed (odebook.params.seeds)."""
-        return SeedPlan(self.seed, self.n_seeds, tuple(self.looks))
+        return SeedPlan(self.seed, self.n_seeds, self.looks)
 
     @classmethod
     def cell_fields(cls) -> tuple[str, ...]:

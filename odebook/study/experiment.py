@@ -7,8 +7,8 @@ list of test batches.
 With ``checkpoints`` (a folder), each run keeps ``<model>_seed<seed>_lr<lr>.pt`` while it trains — resumed after an
 interruption — and ``….done.pt`` once finished — reused by a re-run. Both are keyed by a fingerprint of the run's
 configuration (odebook.training.fingerprint: ``key``, the parameters that affect it and the content hashes of the data
-files; the model's architecture, seed, optimisation and batch shape; odebook's source), so anything changed runs afresh;
-``fresh`` ignores them all. ``Run.origin`` says whether a run was trained, resumed or reused.
+files; the model's architecture, seed, optimisation and batch shape; the science code its study imports,
+odebook.training.code_hash), so anything changed runs afresh; ``fresh`` ignores them all. ``Run.origin`` says whether a run was trained, resumed or reused.
 """
 
 from __future__ import annotations
@@ -125,8 +125,8 @@ def train_once(tag: str, model: nn.Module, batches: Callable[[], Iterator], vali
                reuse_only: bool = False, **train_kwargs) -> tuple[History, str, dict] | None:
     """Train the (seeded, built) ``model`` on ``batches()`` with odebook.training.train.train — or, with
     ``checkpoints``, resume it from ``<tag>.pt`` or take it finished from ``<tag>.done.pt`` when its fingerprint
-    (``key``, ``tag``, the model's repr, ``config``, odebook's source) matches (the module docstring). ``finish(model,
-    history)`` gives what is stored beside the finished weights (e.g. a test score) and returned again on reuse. Returns
+    (``key``, ``tag``, the model's repr, ``config``, the study's science code) matches (the module docstring).
+    ``finish(model, history)`` gives what is stored beside the finished weights (e.g. a test score) and returned again on reuse. Returns
     (history, origin, what ``finish`` gave); with ``reuse_only``, None instead of training when there is no finished run
     to take."""
     fingerprint = run_fingerprint(model=model, config=config, key=key, tag=tag)

@@ -126,9 +126,9 @@ def train_once(tag: str, model: nn.Module, batches: Callable[[], Iterator], vali
     """Train the (seeded, built) ``model`` on ``batches()`` with odebook.training.train.train — or, with
     ``checkpoints``, resume it from ``<tag>.pt`` or take it finished from ``<tag>.done.pt`` when its fingerprint
     (``key``, ``tag``, the model's repr, ``config``, the study's science code) matches (the module docstring).
-    ``finish(model, history)`` gives what is stored beside the finished weights (e.g. a test score) and returned again on reuse. Returns
-    (history, origin, what ``finish`` gave); with ``reuse_only``, None instead of training when there is no finished run
-    to take."""
+    ``finish(model, history)`` gives what is stored beside the finished weights (e.g. a test score) and returned again
+    on reuse. Returns (history, origin, what ``finish`` gave); with ``reuse_only``, None instead of training when there
+    is no finished run to take."""
     fingerprint = run_fingerprint(model=model, config=config, key=key, tag=tag)
     done = checkpoints / f"{tag}.done.pt" if checkpoints else None
     partial = checkpoints / f"{tag}.pt" if checkpoints else None

@@ -8,7 +8,8 @@ With ``checkpoints`` (a folder), each run keeps ``<model>_seed<seed>_lr<lr>.pt``
 interruption — and ``….done.pt`` once finished — reused by a re-run. Both are keyed by a fingerprint of the run's
 configuration (odebook.training.fingerprint: ``key``, the parameters that affect it and the content hashes of the data
 files; the model's architecture, seed, optimisation and batch shape; the science code its study imports,
-odebook.training.code_hash), so anything changed runs afresh; ``fresh`` ignores them all. ``Run.origin`` says whether a run was trained, resumed or reused.
+odebook.training.code_hash), so anything changed runs afresh; ``fresh`` ignores them all. ``Run.origin`` says whether
+a run was trained, resumed or reused.
 """
 
 from __future__ import annotations

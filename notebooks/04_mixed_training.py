@@ -65,8 +65,8 @@
 # this prompt) against the control. (1) has none: every ablation this book has of a model without the read leaves the
 # read's test identically zero, which cannot fail anything. Secondary (Holm over their family): the state-read drop of
 # every other arm and regime (each on its arm's gate); the drop when every read of the state is resampled, by more than
-# Delta (the source's Delta ≥ 15 points, as in (2)); and "stochastic local drop is essential" (its drop above a static
-# arm's).
+# Delta (the source's Delta ≥ 15 points, as in (2), scored top-1 here where the source scored top-5); and "stochastic
+# local drop is essential" (its drop above a static arm's).
 #
 # **The design, and what it cannot separate.** The cpu profile's hybrid is "GS" (one GDN layer, then the state-reading
 # SWA layer) with a window of 16 tokens, so that its control "WS" is stateless beyond the stack, not one layer: it sees
@@ -271,8 +271,8 @@ for arm in hybrid_arms:
             if (arm, regime, ablation) != (source_arm, source_regime, "state read resampled"):
                 read = ablation.startswith("state read")
                 what = ("the SWA layer’s read of the state carries facts beyond the window (far accuracy falls when "
-                        "the read is resampled)" if read else "the source's Delta: far accuracy falls by more than "
-                        f"{p.delta_target:g} when the state is resampled")
+                        "the read is resampled)" if read else "the source's Delta, scored top-1: far accuracy falls "
+                        f"by more than {p.delta_target:g} when the state is resampled")
                 claims.append((sup if read else exceeds)(f"{arm} · {regime}: {what}", primary=False,
                                                          parts=(drop_part(arm, regime, ablation),),
                                                          rests_on=(local_gate[arm, regime].name,) if read else ()))

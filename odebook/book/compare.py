@@ -56,8 +56,9 @@ def _same(a, b, rtol: float) -> bool:
 
 @dataclasses.dataclass
 class Comparison:
-    """One study's two results.json compared: verdicts whose outcome differs (claim → (old, new)), claims in one run
-    only, how many other values were compared and which differ beyond ``rtol`` (path → (old, new))."""
+    """One study's two results.json compared: verdicts whose outcome (held, not held, equivalent, inconclusive, not
+    testable at this scale, …) differs (claim → (old, new)), claims in one run only, how many other values were
+    compared — a verdict's full text among them — and which differ beyond ``rtol`` (path → (old, new))."""
     study: str
     verdicts: int
     changed: dict[str, tuple[str, str]]
@@ -86,14 +87,13 @@ class Comparison:
 def compare_study(old: dict, new: dict, study: str = "", rtol: float = 0.0) -> Comparison:
     """Compare two results.json contents (see the module docstring); numbers within ``rtol`` (relative) count as
     equal."""
-    def outcomes(results):
-        return {v["claim"]: v["verdict"] for v in results.get("verdicts", [])}
+    def outcomes(results):  # "inconclusive — needs ≈ 27 seeds" is inconclusive; the seeds it needs, a value
+        return {v["claim"]: v["verdict"].split(" — ")[0] for v in results.get("verdicts", [])}
     a, b = outcomes(old), outcomes(new)
     changed = {c: (a[c], b[c]) for c in a if c in b and a[c] != b[c]}
     left, right = dict(flatten(old)), dict(flatten(new))
     def science(path: tuple[str, ...]) -> bool:
         return not (MACHINE.search(" ".join(path)) or (path[0] == "parameters" and path[-1] in SETTINGS)
-                    or (path[0] == "verdicts" and path[-1] == "verdict")
                     or any(isinstance(x, str) and HISTORY.match(x) for x in (left[path], right[path])))
     paths = [p for p in left if p in right and science(p)]
     differ = {" / ".join(p): (left[p], right[p]) for p in paths if not _same(left[p], right[p], rtol)}

@@ -32,13 +32,19 @@ def changed(**edits):
 def test_identical_runs_agree_on_every_verdict_and_value():
     c = compare.compare_study(RESULTS, copy.deepcopy(RESULTS), "01")
     assert c.same_verdicts and c.verdicts == 2 and not c.differ
-    assert c.values == 4  # the science claim's effect (mean, n), the seed, the test loss: the rest is the machine
+    assert c.values == 5  # the science claim's verdict and effect (mean, n), the seed, the test loss: the rest is
+    # the machine's
 
 
 def test_a_changed_outcome_is_a_changed_verdict_not_a_differing_value():
     c = compare.compare_study(RESULTS, changed(**{"verdicts.0.verdict": "not held"}))
     assert c.changed == {"hybrid beats the null arm": ("held", "not held")} and not c.same_verdicts
-    assert not c.differ
+
+
+def test_an_inconclusive_verdict_stays_inconclusive_whatever_seeds_it_needs():
+    old, new = (changed(**{"verdicts.0.verdict": f"inconclusive — needs ≈ {n} seeds"}) for n in (37, 27))
+    c = compare.compare_study(old, new)
+    assert c.same_verdicts and list(c.differ) == ["verdicts / hybrid beats the null arm / verdict"]
 
 
 def test_a_claim_in_one_run_only_is_listed_on_its_side():

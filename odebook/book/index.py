@@ -28,8 +28,8 @@ __all__ = ["PROFILE_NOTES", "profile_note", "question_of", "inline_markdown", "w
 PROFILE_NOTES = {
     "smoke": "Smoke profile: tiny models and a few steps, to check the mechanics (CI). The numbers and verdicts below "
              "say nothing about the questions — no verdict here counts.",
-    "cpu": "CPU profile: real but small experiments (up to 20 minutes each on 2 cores). Each verdict states the scale it "
-           "was measured at beside the source's; a verdict at this scale need not hold at the source's.",
+    "cpu": "CPU profile: real but small experiments (up to 20 minutes each on 2 cores). Each verdict states the scale "
+           "it was measured at beside the source's; a verdict at this scale need not hold at the source's.",
     "t4": "T4 profile: the sources' configurations (a T4 GPU, as in Colab).",
 }
 BADGE = {"held": "#1a7f37", "equivalent": "#1a7f37", "not held": "#b42318", "inconclusive": "#6e7781",

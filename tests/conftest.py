@@ -1,8 +1,10 @@
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 
+from odebook.book import budget, machine_load, runner
 from odebook.data.mirror import pin_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,3 +27,32 @@ pin_data_dir()  # `make test ODEBOOK_DATA=../shared/data`: the notebooks' kernel
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@dataclasses.dataclass(frozen=True)
+class SmokeBook:
+    """The whole book run once on the smoke profile: its outputs folder, the runner's results, the estimate the
+    runner printed before each study (uncalibrated: a fresh outputs folder), and how many cores other processes kept
+    busy just before and during the runs (wall-clock comparisons mean nothing where they did)."""
+    out: Path
+    results: list
+    estimates: dict
+    others_before: float
+    others_during: float
+
+
+@pytest.fixture(scope="session")
+def smoke_book(tmp_path_factory) -> SmokeBook:
+    """The whole book on the smoke profile through the runner (as make run-all), once for every test that reads it,
+    into a temporary outputs folder, with MPLBACKEND=Agg exported as CI does."""
+    out, estimates, estimate = tmp_path_factory.mktemp("outputs"), {}, budget.estimate
+
+    def recorded(p, precision):
+        estimates[p.study] = estimate(p, precision)
+        return estimates[p.study]
+    before = min(machine_load.busy_cores(3.0) for _ in range(2))
+    with pytest.MonkeyPatch.context() as mp, machine_load.others() as during:
+        mp.setenv("MPLBACKEND", "Agg")
+        mp.setattr(budget, "estimate", recorded)
+        results = runner.run_book(runner.Book(ROOT / "notebooks", ROOT / "params", out), "smoke")
+    return SmokeBook(out, results, estimates, before, during["cores"])

@@ -97,30 +97,18 @@ def test_the_line_says_the_time_here_on_a_t4_and_whether_it_fits():
 
 
 @pytest.mark.slow
-def test_the_smoke_estimate_is_within_a_factor_of_two_of_each_smoke_run(tmp_path, monkeypatch):
-    """Every study's smoke notebook through the runner (as make run-all), its measured time against the estimate the
-    runner printed before it (uncalibrated: a fresh outputs folder). Two wall-clock timings compared: where other
-    processes keep a core busy they stretch one and not the other and the comparison says nothing, so it is skipped
-    there, with what they took in the reason. This process's own earlier work does not count (the load average that
-    the suite's own tests raise did, and skipped it in CI)."""
-    others = min(machine_load.busy_cores(3.0) for _ in range(2))
-    if others > QUIET:
-        pytest.skip(f"other processes keep {others:.1f} of {os.cpu_count()} cores busy: wall-clock timings are not "
-                    "comparable")
-    estimates, estimate = {}, budget.estimate
-
-    def recorded(p, precision):
-        estimates[p.study] = estimate(p, precision)
-        return estimates[p.study]
-    monkeypatch.setattr(budget, "estimate", recorded)
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    book = runner.Book(BOOK.notebooks, BOOK.params, tmp_path)
-    with machine_load.others() as during:
-        results = runner.run_book(book, "smoke")
+def test_the_smoke_estimate_is_within_a_factor_of_two_of_each_smoke_run(smoke_book):
+    """Every study's smoke notebook through the runner (as make run-all; the suite's one run of the smoke book), its
+    measured time against the estimate the runner printed before it (uncalibrated: a fresh outputs folder). Two
+    wall-clock timings compared: where other processes keep a core busy they stretch one and not the other and the
+    comparison says nothing, so it is skipped there, with what they took in the reason. This process's own earlier
+    work does not count (the load average that the suite's own tests raise did, and skipped it in CI)."""
+    results, estimates = smoke_book.results, smoke_book.estimates
     assert all(r.ok for r in results) and set(estimates) == set(budget.PLANS) == {r.name for r in results}
-    if during["cores"] > QUIET:  # another process started during the runs: it stretched some runs and not others
-        pytest.skip(f"other processes took {during['cores']:.1f} of {os.cpu_count()} cores during the runs: "
-                    "wall-clock timings are not comparable")
+    for when, cores in (("before", smoke_book.others_before), ("during", smoke_book.others_during)):
+        if cores > QUIET:  # another process stretched some runs and not others
+            pytest.skip(f"other processes kept {cores:.1f} of {os.cpu_count()} cores busy {when} the runs: "
+                        "wall-clock timings are not comparable")
     ratios = {r.name: r.seconds / estimates[r.name].seconds for r in results}
     print("measured / estimated:", {k: round(v, 2) for k, v in ratios.items()})
     assert all(0.5 <= x <= 2 for x in ratios.values()), (ratios, [e.line() for e in estimates.values()])

@@ -123,21 +123,11 @@ def test_every_profile_has_a_parameter_file(name, profile):
     assert (BOOK.params / profile / f"{name}.yaml").is_file()
 
 
-@pytest.fixture(scope="module")
-def smoke_book(tmp_path_factory):
-    """The whole book run once on the smoke profile (as make run-all), into a temporary outputs folder, with
-    MPLBACKEND=Agg exported as CI does: (its outputs folder, the runner's results)."""
-    out = tmp_path_factory.mktemp("outputs")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MPLBACKEND", "Agg")
-        return out, runner.run_book(runner.Book(BOOK.notebooks, BOOK.params, out), "smoke")
-
-
 @pytest.mark.slow
 def test_every_notebook_runs_with_the_smoke_profile(smoke_book):
     """The same runner as make run-all: every notebook runs, writes its headline numbers, and every figure it saves
     is shown inline in its report."""
-    tmp_path, results = smoke_book
+    tmp_path, results = smoke_book.out, smoke_book.results
     assert [r.name for r in results] == NOTEBOOKS
     assert all(r.ok for r in results), [r.error for r in results if not r.ok]
     for name in NOTEBOOKS:
@@ -172,7 +162,7 @@ FRONT_PAGE = """(() => ({text: document.body.innerText, marked: document.querySe
 def test_reports_open_on_their_findings_with_code_folded_and_the_front_page_renders_markdown(smoke_book):
     """What a reader sees in a browser: each report's Findings above its first code cell, its code hidden behind a
     "show code" button; the front page's Markdown rendered (no backticks or asterisks left), thumbnails readable."""
-    out = smoke_book[0] / "smoke"
+    out = smoke_book.out / "smoke"
     for name in NOTEBOOKS:
         page = browser.evaluate(out / name / f"{name}.html", REPORT_LAYOUT)
         assert page["findings"] is not None and page["findings"] < page["code"], (name, page)

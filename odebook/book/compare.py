@@ -17,17 +17,15 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from odebook.book.profile import machine_settings
-from odebook.params import STUDIES
+from odebook.book.profile import MACHINE_SETTINGS
+from odebook.study.stats import outcome_word
 
-__all__ = ["MACHINE", "HISTORY", "SETTINGS", "Comparison", "flatten", "compare_study", "compare", "main"]
+__all__ = ["MACHINE", "HISTORY", "Comparison", "flatten", "compare_study", "compare", "main"]
 
 # a value whose path names one of these measures the machine or the run's history, not the science
 MACHINE = re.compile(r"second|_s\b|ms_per|time|timing|speed|faster|tokens_per_s|memory|peak|wall|load|origin|"
                      r"resumed|crossover|kv cach|generated", re.IGNORECASE)
 HISTORY = re.compile(r"^\d+ (trained|resumed|reused)$")  # a table's count of runs by origin, e.g. "6 reused"
-# where the run was made (device, folders, executor, fresh), not what it computed
-SETTINGS = frozenset().union(*map(machine_settings, STUDIES.values()))
 
 
 def flatten(value, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], object]]:
@@ -88,12 +86,13 @@ def compare_study(old: dict, new: dict, study: str = "", rtol: float = 0.0) -> C
     """Compare two results.json contents (see the module docstring); numbers within ``rtol`` (relative) count as
     equal."""
     def outcomes(results):  # "inconclusive — needs ≈ 27 seeds" is inconclusive; the seeds it needs, a value
-        return {v["claim"]: v["verdict"].split(" — ")[0] for v in results.get("verdicts", [])}
+        return {v["claim"]: outcome_word(v["verdict"]) or v["verdict"] for v in results.get("verdicts", [])}
     a, b = outcomes(old), outcomes(new)
     changed = {c: (a[c], b[c]) for c in a if c in b and a[c] != b[c]}
     left, right = dict(flatten(old)), dict(flatten(new))
     def science(path: tuple[str, ...]) -> bool:
-        return not (MACHINE.search(" ".join(path)) or (path[0] == "parameters" and path[-1] in SETTINGS)
+        machine_setting = path[0] == "parameters" and path[-1] in MACHINE_SETTINGS  # device, folders, fresh, …
+        return not (MACHINE.search(" ".join(path)) or machine_setting
                     or any(isinstance(x, str) and HISTORY.match(x) for x in (left[path], right[path])))
     paths = [p for p in left if p in right and science(p)]
     differ = {" / ".join(p): (left[p], right[p]) for p in paths if not _same(left[p], right[p], rtol)}

@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
-from odebook.book.profile import PROFILE_ENV, machine_settings
-from odebook.params import STUDIES
+from odebook.book.profile import MACHINE_SETTINGS, PROFILE_ENV
 from odebook.training.runtime import ALLOCATOR_ENV
 
 __all__ = ["KERNEL_NAME", "LOG_ENV", "for_this_python", "log_to", "MachineSettingsPassed"]
@@ -69,7 +68,7 @@ class MachineSettingsPassed(logging.Filter):
     the console; any other stays."""
 
     UNKNOWN = "Passed unknown parameter: "
-    NAMES = frozenset().union(*map(machine_settings, STUDIES.values()))
+    NAMES = MACHINE_SETTINGS
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from odebook.book import colab
-from odebook.params import ParamError, Params, injected_names, profile_chain
+from odebook.params import STUDIES, ParamError, Params, injected_names, profile_chain
 from odebook.params.schema import yaml_mapping
 
-__all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values", "machine_settings"]
+__all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values", "machine_settings", "MACHINE_SETTINGS"]
 
 PROFILE_ENV = "ODEBOOK_PROFILE"
 APPLIED = "_odebook_profile_applied"  # in a notebook's globals: the machine settings the last run's profile set
@@ -58,6 +58,10 @@ def _cell_values(schema: type[Params]) -> dict[str, Any]:
 def machine_settings(schema: type[Params]) -> frozenset[str]:
     """The machine's settings of ``schema``: the fields no parameters cell holds (``Params.cell_fields``)."""
     return frozenset(f.name for f in dataclasses.fields(schema)) - frozenset(schema.cell_fields())
+
+
+# every study's machine settings: what papermill may be passed for any notebook and what no result depends on
+MACHINE_SETTINGS = frozenset().union(*map(machine_settings, STUDIES.values()))
 
 
 def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Mapping[str, Any],

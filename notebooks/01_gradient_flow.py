@@ -180,7 +180,7 @@ from odebook.params import GradientFlowParams
 from odebook.study import dynamics
 from odebook.study.calibrated import alpha_normalised, calibrated_claims, loss_without_flow, paired_losses
 from odebook.study.claims import declaration
-from odebook.study.experiment import grad_ratios, run_seeds, summarize, tune_lr
+from odebook.study.experiment import by_seed, grad_ratios, run_seeds, summarize, tune_lr
 from odebook.study.looks import run_in_looks
 from odebook.study.lr_grid import check_tried
 from odebook.study.recall import mqar_task
@@ -263,10 +263,6 @@ def groups(name, model):
     return layer_groups(model, cfg.replaced_blocks(name))
 
 
-def by_seed(runs, arm, metric=lambda r: r.test_loss):
-    return [metric(r) for r in sorted((r for r in runs if r.model == arm), key=lambda r: r.seed)]
-
-
 def losses_of(runs):
     off = by_seed(runs, "hybrid", lambda r: loss_without_flow(r.module, task.test, precision))
     return {**{a: by_seed(runs, a) for a in builders}, OFF: off}
@@ -301,17 +297,7 @@ per_seed = pd.DataFrame(losses, index=pd.Index(sorted({r.seed for r in runs}), n
 display(per_seed.round(4))
 
 # %%
-fig, (ax_loss, ax_grad, ax_span) = plots.figure(3)
-plots.plot_over_steps(ax_loss, runs, lambda r: (r.history.eval_step, r.history.eval_loss), label_suffix=" held-out")
-ax_loss.set(title="validation loss at the answers", ylabel="nats")
-plots.plot_over_steps(ax_grad, runs, lambda r: (r.history.grad_step, r.history.grad_norm["embedding"]), log=True)
-ax_grad.set(title="gradient norm, embedding")
-with_span = [r for r in runs if "replaced" in r.history.grad_norm]
-plots.plot_over_steps(ax_span, with_span, lambda r: (r.history.grad_step, r.history.grad_norm["replaced"]),
-                      log=True, models=list(builders))
-ax_span.set(title="gradient norm of the replaced span")
-fig.tight_layout()
-notebook.save_figure(fig, out, "loss_and_gradients")
+notebook.save_figure(plots.loss_and_gradients(runs, list(builders)), out, "loss_and_gradients")
 
 # %% [markdown]
 # ## Gradients relative to the baseline (descriptive)
@@ -320,7 +306,7 @@ notebook.save_figure(fig, out, "loss_and_gradients")
 # "replaced ÷ α" divides the span's ratio by the α each hybrid ended with.
 
 # %%
-hybrid_runs = sorted((r for r in runs if r.model == "hybrid"), key=lambda r: r.seed)
+hybrid_runs = by_seed(runs, "hybrid", lambda r: r)
 span = f"blocks.{cfg.replaced_blocks('hybrid').start}"
 alphas = [r.module.get_submodule(span).field.alpha.item() for r in hybrid_runs]
 
@@ -351,10 +337,7 @@ print("the hybrid's learned α at the end of training, per seed: " + ", ".join(f
 test_tokens = task.test[0][0][: p.dynamics_sequences, : p.dynamics_tokens]
 dyn = dynamics.analyse(hybrid_runs[0].module, span, list(test_tokens), label="hybrid")
 display(dyn.round(4))
-fig, axes = plots.figure(3)
-dynamics.plot_spectrum(axes, dyn)
-fig.tight_layout()
-notebook.save_figure(fig, out, "dynamics")
+notebook.save_figure(plots.spectrum(dyn), out, "dynamics")
 
 # %% [markdown]
 # ## Verdicts
@@ -395,9 +378,7 @@ if p.lm_seeds:
     print(f"null − baseline on {p.corpus}: {removal} nats of test loss, {p.lm_seeds} seeds")
     display(lm_table[["params", "gflops_per_forward", "ms_per_step", "test_loss", "test_loss_lo",
                       "test_loss_hi"]].round(4))
-    fig, (ax,) = plots.figure(1)
-    plots.plot_over_steps(ax, lm_runs, lambda r: (r.history.eval_step, r.history.eval_loss))
-    ax.set(title=f"validation loss on {p.corpus}", ylabel="nats/token")
+    fig = plots.validation_loss(lm_runs, title=f"validation loss on {p.corpus}", ylabel="nats/token")
     notebook.save_figure(fig, out, "wikitext_loss")
 
 # %%

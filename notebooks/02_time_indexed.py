@@ -171,17 +171,16 @@ from odebook.study import dynamics
 from odebook.book import notebook
 from odebook.book import plots
 from odebook.study.claims import Claim, declaration, negative_control, paired, settle
-from odebook.study.experiment import compare_to, loss_at_depth, run_seeds, summarize, tune_lr
+from odebook.study.experiment import by_seed, compare_to, loss_at_depth, run_seeds, summarize, tune_lr
 from odebook.study.looks import run_in_looks
 from odebook.study.lr_grid import check_tried
 from odebook.study.sequential import operating
 from odebook.study.task import lm_task
 from odebook.study.timing import interleaved, training_step
 from odebook.models.lm import block_params
-from odebook.nn.modulated import modulation_curves
 from odebook.nn.ssm import ModulatedSSM
 from odebook.params import SeedPlan, TimeIndexedParams
-from odebook.study.stats import Verdict, mean_ci
+from odebook.study.stats import Verdict
 from odebook.training.train import TrainConfig, evaluate
 
 p, out, precision = notebook.start(TimeIndexedParams, globals())
@@ -358,16 +357,6 @@ for n, note in untuned.items():
 configs = {n: dataclasses.replace(config, lr=chosen[n]) for n in builders}
 
 
-def per_seed(runs, name, metric=lambda r: r.test_loss):
-    return [metric(r) for r in sorted((r for r in runs if r.model == name), key=lambda r: r.seed)]
-
-
-def clock(run):
-    """Training seconds at each evaluation (the steps' own time, evaluations left out) and the validation loss."""
-    seconds = np.cumsum(run.history.step_time)
-    return seconds[np.asarray(run.history.eval_step) - 1], np.asarray(run.history.eval_loss)
-
-
 def test_loss_ssm_off(run):
     """The trained SSM model's test loss with every SSM branch's output replaced by zeros (the rest as trained)."""
     off = [m.register_forward_hook(lambda module, args, y: torch.zeros_like(y)) for m in run.module.modules()
@@ -380,10 +369,10 @@ def test_loss_ssm_off(run):
 
 
 def values_of(runs):
-    values = {part: paired(per_seed(runs, a), per_seed(runs, b)) for part, (a, b) in PAIRS.items()
+    values = {part: paired(by_seed(runs, a), by_seed(runs, b)) for part, (a, b) in PAIRS.items()
               if part not in (EQUAL_TIME, SSM_OFF) and {a, b} <= set(p.models)}
     if {"ti_ssm", "ti_mlp"} <= set(p.models):
-        values[SSM_OFF] = paired(per_seed(runs, "ti_ssm", test_loss_ssm_off), per_seed(runs, "ti_mlp"))
+        values[SSM_OFF] = paired(by_seed(runs, "ti_ssm", test_loss_ssm_off), by_seed(runs, "ti_mlp"))
     return values
 
 
@@ -414,34 +403,8 @@ notebook.save_table(table, out, "results_table")
 display(table.round(4))
 
 # %%
-fig, (ax_p, ax_t) = plots.figure(2)
-for i, (name, row) in enumerate(table.iterrows()):
-    secs = mean_ci([r.train_seconds for r in runs if r.model == name])
-    yerr = [[row.val_loss - row.val_loss_lo], [row.val_loss_hi - row.val_loss]] if looked.seeds > 1 else None
-    ax_p.errorbar(row.params, row.val_loss, yerr=yerr, fmt="o", color=f"C{i}", label=name, capsize=3)
-    xerr = [[secs.mean - secs.low], [secs.high - secs.mean]] if looked.seeds > 1 else None
-    ax_t.errorbar(secs.mean, row.val_loss, xerr=xerr, yerr=yerr, fmt="o", color=f"C{i}", label=name, capsize=3)
-ax_p.set(xscale="log", xlabel="parameters", ylabel="final validation loss", title="loss against parameters")
-ax_t.set(xlabel="training time (s, device synchronised)", ylabel="final validation loss",
-         title="loss against wall-clock")
-for ax in (ax_p, ax_t):
-    ax.grid(alpha=0.3)
-ax_t.legend(fontsize=8)
-fig.tight_layout()
-notebook.save_figure(fig, out, "loss_vs_params_and_time")
-
-fig, (ax_s, ax_w) = plots.figure(2)
-plots.plot_over_steps(ax_s, runs, lambda r: (r.history.eval_step, r.history.eval_loss))
-ax_s.set(title="validation loss against steps (range over seeds shaded)", ylabel="loss")
-for i, name in enumerate(table.index):
-    for j, r in enumerate(r for r in runs if r.model == name):
-        ax_w.plot(*clock(r), color=f"C{i}", alpha=0.6, label=name if j == 0 else None)
-ax_w.set(title="validation loss against training seconds (each seed)", xlabel="training seconds (steps only)",
-         ylabel="loss")
-ax_w.grid(alpha=0.3)
-ax_w.legend(fontsize=8)
-fig.tight_layout()
-notebook.save_figure(fig, out, "validation_curves")
+notebook.save_figure(plots.loss_against_params_and_time(table, runs, looked.seeds), out, "loss_vs_params_and_time")
+notebook.save_figure(plots.validation_curves(runs, table.index), out, "validation_curves")
 
 # %% [markdown]
 # ## Speed, timed interleaved
@@ -495,7 +458,7 @@ def at_equal_time(ssm, mlp, ratio):
 equal_settled = []
 if equal_claims:
     r = timings["ti_ssm", "ti_mlp"].ratio.mean
-    pairs = list(zip(per_seed(runs, "ti_ssm", lambda r_: r_), per_seed(runs, "ti_mlp", lambda r_: r_)))
+    pairs = list(zip(by_seed(runs, "ti_ssm", lambda r_: r_), by_seed(runs, "ti_mlp", lambda r_: r_)))
     gaps = [at_equal_time(a, b, r) for a, b in pairs]
     equal = pd.DataFrame([{"seed": a.seed, "ti_mlp steps": b.history.eval_step[-1],
                            "ti_ssm steps in that time": b.history.eval_step[-1] / r,
@@ -518,18 +481,8 @@ if equal_claims:
 
 # %%
 gated = [n for n in p.models if n not in ("standard", "tong", "ti_mlp_twin")]
-ts = list(np.linspace(0.0, 1.0, 41))
-fig, axes = plots.figure(max(len(gated), 1), width=3.6)
-for ax, name in zip(axes, gated):
-    run = next(r for r in runs if r.model == name)
-    trained_t = run.module.blocks[0].times()
-    for j, (gate, curve) in enumerate(modulation_curves(run.module, ts).items()):
-        ax.plot(ts, curve, color=f"C{j}", label=gate)
-        ax.plot(trained_t, modulation_curves(run.module, trained_t)[gate], "o", color=f"C{j}", markersize=3)
-    ax.set(title=name, xlabel="t", ylim=(0, 1))
-    ax.legend(fontsize=6)
-fig.tight_layout()
-notebook.save_figure(fig, out, "modulation_curves")
+first = {name: next(r.module for r in runs if r.model == name) for name in gated}
+notebook.save_figure(plots.modulation(first), out, "modulation_curves")
 
 # %% [markdown]
 # ## Re-discretisation
@@ -545,14 +498,7 @@ redisc = pd.DataFrame([{"model": r.model, "seed": r.seed, "steps": n, "val_loss"
 if len(redisc):
     redisc_table = redisc.groupby(["model", "steps"]).val_loss.mean().unstack()
     display(redisc_table.round(4))
-    fig, (ax,) = plots.figure(1)
-    for name, row in redisc_table.iterrows():
-        ax.plot(row.index, row.values, "o-", label=name)
-    ax.axvline(p.n_layer, color="k", linestyle=":", label="trained")
-    ax.set(xscale="log", xlabel="depth steps", ylabel="validation loss", title="re-discretisation")
-    ax.legend()
-    ax.grid(alpha=0.3)
-    notebook.save_figure(fig, out, "rediscretisation")
+    notebook.save_figure(plots.rediscretisation(redisc_table, trained=p.n_layer), out, "rediscretisation")
 
 # %% [markdown]
 # ## The learned dynamics
@@ -570,10 +516,7 @@ dyn = pd.concat([dynamics.analyse(next(r for r in runs if r.model == n).module, 
 if len(dyn):
     display(dyn.groupby("model", sort=False)[["max_real_eig", "sigma_max", "ftle"]].agg(["mean", "min", "max"])
             .round(4))
-    fig, axes = plots.figure(3)
-    dynamics.plot_spectrum(axes, dyn)
-    fig.tight_layout()
-    notebook.save_figure(fig, out, "dynamics")
+    notebook.save_figure(plots.spectrum(dyn), out, "dynamics")
 
 # %% [markdown]
 # ## Verdicts

@@ -144,7 +144,7 @@ from odebook.study.capacity import capacity
 from odebook.study.claims import Claim, declaration, negative_control, paired, settle
 from odebook.study.looks import run_in_looks, void_by_controls
 from odebook.data import tasks
-from odebook.study.experiment import run_seeds, summarize, tune_lr, tune_then_run
+from odebook.study.experiment import by_seed, run_seeds, summarize, tune_lr, tune_then_run
 from odebook.study.lr_grid import check_tried
 from odebook.study.task import Task, lm_task
 from odebook.models.lm import block_params
@@ -322,7 +322,7 @@ def acc(runs_, arm, k, ablation="", rebound=False):
     """Per seed (in seed order): ``arm``'s first-query accuracy at ``k`` pairs on the scoring sets, as drawn or
     re-bound, normal or with its GDN state zeroed (``ablation`` = ZERO)."""
     name = recall.first_name(k, ablation=ablation, rebound=rebound)
-    return np.array([r.scores[name] for r in sorted((r for r in runs_ if r.model == arm), key=lambda r: r.seed)])
+    return np.array(by_seed(runs_, arm, lambda r: r.scores[name]))
 
 
 def binding(runs_, arm, k, ablation=""):
@@ -334,7 +334,7 @@ def binding(runs_, arm, k, ablation=""):
 def all_queries(runs_, arm, k):
     """Per seed: ``arm``'s accuracy over every query at ``k`` pairs (``"unseen"``: the held-out pairs)."""
     name = "unseen pairs" if k == "unseen" else f"k={k}"
-    return np.array([r.scores[name] for r in sorted((r for r in runs_ if r.model == arm), key=lambda r: r.seed)])
+    return np.array(by_seed(runs_, arm, lambda r: r.scores[name]))
 
 
 def mqar_values(runs_):
@@ -411,26 +411,7 @@ for d, cap in capacities.items():
     print(f"gdn d{d}: {cap} (binding ≥ 0.5)")
 
 # %%
-fig, (ax_c, ax_s) = plots.figure(2)
-for ax, col, lo, hi in ((ax_c, "first query", "seed lo", "seed hi"), (ax_s, "binding", "binding lo", "binding hi")):
-    for j, arm in enumerate(mqar_arms):
-        t_ = mqar_table.loc[arm]
-        ax.errorbar(np.asarray(ks) * (1 + 0.03 * j), t_[col], yerr=[t_[col] - t_[lo], t_[hi] - t_[col]], fmt="o-",
-                    capsize=3, label=arm, color=f"C{j}")
-ax_c.plot(ks, [shortcut[k] for k in ks], "k:", label="best non-binder")
-ax_c.axhline(mqar.chance(V), color="k", lw=0.8, label="chance")
-ax_c.set(xscale="log", xlabel="pairs per sequence k", ylabel="accuracy at the first query", ylim=(0, 1.05),
-         title="MQAR: first-query accuracy against pairs")
-ax_c.legend(fontsize=8)
-ax_s.axhline(0, color="k", ls=":", label="binds nothing")
-ax_s.axhline(0.5, color="k", lw=0.8, ls="--", label="capacity threshold")
-ax_s.set(xscale="log", xlabel="pairs per sequence k", ylabel="binding: first query as drawn − re-bound",
-         ylim=(-0.3, 1.05), title="MQAR: binding against pairs")
-ax_s.legend(fontsize=8)
-for ax in (ax_c, ax_s):
-    ax.grid(alpha=0.3)
-fig.tight_layout()
-notebook.save_figure(fig, out, "mqar_capacity")
+notebook.save_figure(plots.mqar_capacity(mqar_table, ks, shortcut, mqar.chance(V)), out, "mqar_capacity")
 
 # %% [markdown]
 # ## Bindings held by a GDN-only state
@@ -543,36 +524,8 @@ for s in fits:
     print(s, *go_no_go(s))
 
 # %%
-fig, (ax_k, ax_d, ax_fit) = plots.figure(3)
-rand = by_k.xs("random", level="set")
-for j, (size, grp) in enumerate(rand.groupby(level="size", sort=False)):
-    ks_ = grp.index.get_level_values("k")
-    ax_k.errorbar(np.asarray(ks_) + 0.05 * j, grp.acc, yerr=[grp.acc - grp["seed lo"], grp["seed hi"] - grp.acc],
-                  fmt="o-", capsize=3, label=size)
-    ax_k.plot(ks_, grp["best shortcut"], ":", color=f"C{j}")
-ax_k.axhline(tasks.CHANCE, color="k", lw=0.8, label="chance")
-ax_k.set(xlabel="bindings per prompt k", ylabel="top-1 accuracy", ylim=(0, 1.05),
-         title="GDN-only: accuracy vs k (dotted: best shortcut)")
-ax_k.legend(fontsize=8)
-for j, (size, grp) in enumerate(by_distance.groupby(level="size", sort=False)):
-    grp = grp.reindex(retrieval.BINS, level="bin")
-    ax_d.errorbar(np.arange(len(grp)) + 0.08 * j, grp.acc, yerr=[grp.acc - grp["seed lo"], grp["seed hi"] - grp.acc],
-                  fmt="o-", capsize=3, label=size)
-ax_d.axhline(tasks.CHANCE, color="k", lw=0.8)
-ax_d.set(xticks=range(len(retrieval.BINS)), xticklabels=retrieval.BINS, ylim=(0, 1.05), ylabel="top-1 accuracy",
-         title=f"accuracy by distance (window {p.window})")
-for j, s in enumerate(p.series):
-    lad = ladder.loc[s]
-    ax_fit.errorbar(lad["non-embedding params"], lad.val_loss,
-                    yerr=None if p.n_seeds < 2 else [lad.val_loss - lad.val_loss_lo, lad.val_loss_hi - lad.val_loss],
-                    fmt="o", capsize=3, color=f"C{j}", label=f"{s} (held-out loss)")
-    grid = np.geomspace(lad["non-embedding params"].min() / 2, lad["non-embedding params"].max() * 2, 50)
-    ax_fit.plot(grid, fits[s](grid), "--", color=f"C{j}", label=f"{s} fit, α = {fits[s].alpha:.2f}")
-ax_fit.set(xscale="log", xlabel="non-embedding parameters", ylabel="validation loss", title="scaling")
-ax_fit.legend(fontsize=8)
-for ax in (ax_k, ax_d, ax_fit):
-    ax.grid(alpha=0.3)
-fig.tight_layout()
+fig = plots.capacity_distance_scaling(by_k, by_distance, ladder, fits, bins=retrieval.BINS, chance=tasks.CHANCE,
+                                      window=p.window, seeds=p.n_seeds)
 notebook.save_figure(fig, out, "capacity_distance_scaling")
 
 # %% [markdown]

@@ -418,32 +418,8 @@ for arm in hybrid_arms:
 notebook.show_verdicts(verdicts)
 
 # %%
-fig, (ax_d, ax_p) = plots.figure(2)
-far = table.xs("far", level="set")
-labels = [(a, r) for a in hybrid_arms for r in p.regimes]
-x = np.arange(len(labels))
-for j, (ablation, shift) in enumerate((("state read resampled", -0.3), ("state resampled", -0.1),
-                                       ("state zeroed", 0.1), ("local zeroed", 0.3))):
-    vals = [far.loc[(a, r, "normal"), "acc"] - far.loc[(a, r, ablation), "acc"] for a, r in labels]
-    ax_d.bar(x + shift, vals, width=0.2, label=f"far: normal − {ablation}")
-ax_d.axhline(p.delta_target, color="k", linestyle=":", label=f"target {p.delta_target:.2f}")
-ax_d.set(xticks=x, ylabel="accuracy drop", title="what the answer beyond the window depends on")
-ax_d.set_xticklabels([f"{a}\n{r}" for a, r in labels], fontsize=7)
-ax_d.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
-normal = table.xs("normal", level="ablation")
-runs_ = [(a, r) for a in arms for r in p.regimes]
-for j, set_ in enumerate(("inside", "far")):
-    rows_ = normal.loc[[(a, r, set_) for a, r in runs_]]
-    ax_p.errorbar(np.arange(len(runs_)) + 0.1 * j, rows_.acc, fmt="o", capsize=3,
-                  label=f"{set_} (interval across seeds)",
-                  yerr=[(rows_.acc - rows_["seed lo"]).clip(lower=0), (rows_["seed hi"] - rows_.acc).clip(lower=0)])
-ax_p.axhline(tasks.CHANCE, color="k", lw=0.8, label="chance")
-ax_p.axhline(normal.xs("far", level="set")["best shortcut"].max(), color="k", ls=":", lw=0.8, label="best shortcut")
-ax_p.set(xticks=range(len(arms) * len(p.regimes)), ylabel="top-1 accuracy", ylim=(0, 1.05),
-         title="accuracy, inside vs beyond the window")
-ax_p.set_xticklabels([f"{a}\n{r}" for a in arms for r in p.regimes], fontsize=7)
-ax_p.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
-fig.tight_layout()
+fig = plots.ablations(table, hybrids=hybrid_arms, arms=list(arms), regimes=p.regimes, target=p.delta_target,
+                     chance=tasks.CHANCE)
 notebook.save_figure(fig, out, "ablations")
 
 # %% [markdown]

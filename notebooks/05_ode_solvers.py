@@ -154,7 +154,6 @@ alpha = 0.05
 # %%
 import dataclasses
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 from IPython.display import Markdown, display
@@ -231,9 +230,7 @@ display(table[["steps", "nfe_per_forward", "params", "val_loss", "val_loss_lo", 
                "ms_per_step"]].round(4))
 notebook.save_table(table, out, "integrators")
 
-fig, (ax_loss,) = plots.figure(1, width=7)
-plots.plot_over_steps(ax_loss, runs, lambda r: (r.history.eval_step, r.history.eval_loss))
-ax_loss.set(title="held-out loss", ylabel="cross-entropy (nats/token)")
+fig = plots.validation_loss(runs, title="held-out loss", ylabel="cross-entropy (nats/token)", width=7)
 notebook.save_figure(fig, out, "integrators_validation")
 
 # %% [markdown]
@@ -273,16 +270,7 @@ wp_table = pd.concat(wp, names=["flow"]).reset_index(level=0)
 notebook.save_table(wp_table.set_index(["flow", "solver"]), out, "work_precision")
 for model in p.integrators:
     first = f"{model}-trained, seed {p.seed}"
-    fig, axes = plots.figure(2)
-    for ax, x in zip(axes, ("evaluations", "seconds")):
-        for i, (solver, rows) in enumerate(wp[first].groupby("solver", sort=False)):
-            ax.plot(rows[x], rows.error, "o-", color=f"C{i}", label=solver)
-        ax.axhline(p.precision_error, color="grey", ls="--", lw=1, label=f"stated error {p.precision_error:g}")
-        ax.set(xlabel="vector-field evaluations" if x == "evaluations" else "seconds per solve",
-               ylabel="relative error of H(1)", xscale="log", yscale="log", title=f"work–precision, {first}")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
+    fig = plots.work_precision(wp[first], flow=first, stated_error=p.precision_error)
     notebook.save_figure(fig, out, f"work_precision_{model}")
 
 # %% [markdown]
@@ -324,19 +312,7 @@ with pd.option_context("display.float_format", "{:.4g}".format):
     display(sweep)
 notebook.save_table(sweep.set_index(["steps", "sensitivity"]), out, "sensitivity_sweep")
 
-fig, axes = plots.figure(3)
-for ax, column, title in zip(axes, ["peak_memory_mb", "ms_per_step", "grad_rel_error"],
-                             ["peak memory of a training step (MiB)", "time of a training step (ms)",
-                              "gradient error vs direct (relative)"]):
-    for i, (sensitivity, rows) in enumerate(sweep.groupby("sensitivity", sort=False)):
-        if column != "grad_rel_error" or sensitivity != "direct":
-            ax.plot(rows.steps, rows[column], "o-", color=f"C{i}", label=sensitivity)
-    ax.set(title=title, xlabel=f"{p.sweep_solver} steps", xscale="log", yscale="log")
-    ax.set_xticks(p.sweep_steps, [str(n) for n in p.sweep_steps], minor=False)
-    ax.xaxis.set_minor_locator(plt.NullLocator())
-    ax.grid(alpha=0.3)
-    ax.legend()
-fig.tight_layout()
+fig = plots.sensitivity_sweep(sweep, solver=p.sweep_solver, steps=p.sweep_steps)
 notebook.save_figure(fig, out, "sensitivity_sweep")
 
 # %% [markdown]
@@ -358,18 +334,7 @@ crossovers = {name: crossover(rows.new_tokens.tolist(), rows.speedup.tolist(), p
 for name, c in crossovers.items():
     print(f"{name}: {c}")
 
-fig, (ax,) = plots.figure(1, width=6)
-for i, (name, rows) in enumerate(speed.groupby("model", sort=False)):
-    ax.plot(rows.new_tokens, rows.speedup, "o-", color=f"C{i}", label=name)
-    if crossovers[name].reached:
-        ax.axvline(crossovers[name].length, color=f"C{i}", ls=":", lw=1)
-ax.axhline(p.speedup_target, color="grey", ls="--", lw=1, label=f"{p.speedup_target:g}×")
-ax.set(title="KV-cache speed-up against generated length", xlabel="new tokens", ylabel="recomputed / cached time",
-       xscale="log", yscale="log")
-ax.set_xticks(p.generation_lengths, [str(n) for n in p.generation_lengths], minor=False)
-ax.xaxis.set_minor_locator(plt.NullLocator())
-ax.grid(alpha=0.3)
-ax.legend()
+fig = plots.generation_speedup(speed, crossovers, target=p.speedup_target, lengths=p.generation_lengths)
 notebook.save_figure(fig, out, "generation_speedup")
 
 # %% [markdown]

@@ -34,7 +34,7 @@ from torch.func import jacrev
 from odebook.nn.depth import DepthStack
 from odebook.nn.ode import ODEFlowBlock, _Controlled
 
-__all__ = ["plot_spectrum", "field_jacobian", "sigma_max", "leading_spectrum", "ftle", "ftle_of", "euler_flow_jacobian",
+__all__ = ["field_jacobian", "sigma_max", "leading_spectrum", "ftle", "ftle_of", "euler_flow_jacobian",
            "ode_block_dynamics", "depth_stack_dynamics", "block_input",
            "analyse"]
 
@@ -179,24 +179,3 @@ def analyse(model: nn.Module, block_name: str, sequences: Sequence[torch.Tensor]
         for (t, _), J in zip(states, jacobians):
             rows.append({"model": label, "sequence": i, "t": t, **leading_spectrum(J, block=d), "ftle": lyap})
     return pd.DataFrame(rows)
-
-
-def plot_spectrum(axes, table: pd.DataFrame) -> None:
-    """Three panels: the leading real eigenvalue of J(t), σ_max(J(t)) against t (one line per model and
-    sequence), and the FTLE per model (one dot per sequence)."""
-    ax_eig, ax_sig, ax_ftle = axes
-    for j, (name, rows) in enumerate(table.groupby("model", sort=False)):
-        for k, (_, seq) in enumerate(rows.groupby("sequence")):
-            label = name if k == 0 else None
-            ax_eig.plot(seq.t, seq.max_real_eig, "o-", color=f"C{j}", label=label, alpha=0.8)
-            ax_sig.plot(seq.t, seq.sigma_max, "o-", color=f"C{j}", label=label, alpha=0.8)
-        ftles = rows.groupby("sequence").ftle.first()
-        ax_ftle.plot([j] * len(ftles), ftles, "o", color=f"C{j}")
-    ax_eig.axhline(0, color="k", lw=0.5)
-    ax_ftle.axhline(0, color="k", lw=0.5)
-    ax_eig.set(xlabel="t", title="leading Re λ(J(t))")
-    ax_sig.set(xlabel="t", title="σ_max(J(t))", yscale="log")
-    names = list(dict.fromkeys(table.model))
-    ax_ftle.set(xticks=range(len(names)), title="finite-time Lyapunov exponent")
-    ax_ftle.set_xticklabels(names, rotation=30, fontsize=8)
-    ax_eig.legend(fontsize=7)

@@ -40,7 +40,7 @@ from odebook.study.stats import mean_ci, paired_test
 from odebook.study.task import Task
 from odebook.training.train import DivergenceError, History, TrainConfig, evaluate, train
 
-__all__ = ["Run", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "tune_then_run",
+__all__ = ["Run", "by_seed", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "tune_then_run",
            "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios", "WARMUP_STEPS"]
 
 WARMUP_STEPS = 5  # step times of the first steps (allocator, caches) are left out of ms/step
@@ -77,6 +77,11 @@ class Run:
 
 
 Groups = Callable[[str, nn.Module], Mapping[str, Sequence[nn.Parameter]]]
+
+
+def by_seed(runs: Sequence[Run], arm: str, metric: Callable[[Run], Any] = lambda run: run.test_loss) -> list:
+    """``metric`` of each of ``arm``'s runs, in seed order: the order paired comparisons pair two arms' runs in."""
+    return [metric(r) for r in sorted((r for r in runs if r.model == arm), key=lambda r: r.seed)]
 
 
 def _default_groups(name: str, model: nn.Module):

@@ -1,7 +1,7 @@
 """The step each study's cpu profile actually trains, measured: its time, FLOPs and efficiency, alone and beside a
 busy process (``python -m benchmarks.cpu_profile``, or ``make bench``'s section ``--only cpu``).
 
-For each study, the largest training step of its cpu-profile plan (odebook.book.workload: the model and the batch of
+For each study, the largest training step of its cpu-profile plan (odebook.book.budget.plan: the model and the batch of
 the shapes its loader gives) as ``odebook.study.timing.training_step`` takes it (forward, backward, clipping, AdamW),
 timed in a worker process of its own:
 
@@ -42,7 +42,7 @@ OMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 @functools.lru_cache(maxsize=None)
 def largest_run(study: str) -> tuple:
-    """The runs of ``study``'s cpu plan that train the most steps, and their training work (odebook.book.workload)."""
+    """The runs of ``study``'s cpu plan that train the most steps, and their training work (budget.plan)."""
     from odebook.book.budget import plan
     from odebook.params import validate_values
 

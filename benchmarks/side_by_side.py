@@ -4,7 +4,7 @@ timed interleaved in one process (``python -m benchmarks.side_by_side [--steps N
 section ``--only side``).
 
 A seed-run here is what a study's runs are made of: build the model of the largest training run of its cpu plan
-(odebook.book.workload) and train it ``steps`` steps on that run's batch (odebook.study.timing.training_step). Each
+(odebook.book.budget.plan) and train it ``steps`` steps on that run's batch (odebook.study.timing.training_step). Each
 round times one batch of as many seed-runs as there are usable cores, each way, one way after the other and the
 order rotating by round (A B C, B C A, …), so load that comes and goes falls on every way; the workers' pools are
 started before the first round, as a study's is before its second look. The load average before and after is

@@ -176,7 +176,7 @@ from odebook.study.looks import run_in_looks
 from odebook.data import tasks
 from odebook.study.experiment import run_seeds
 from odebook.study.task import Task
-from odebook.models.lm import count_params, generate, lm_loss, reach
+from odebook.models.lm import count_params, generate, lm_loss, mixed_loss, reach
 from odebook.params import MixedTrainingParams
 from odebook.study.stats import Verdict, mean_ci
 from odebook.training.train import TrainConfig, evaluate
@@ -334,11 +334,6 @@ def batches(regime, seed):
     lm = data.document_batches(train_docs, p.batch_size, p.seq_len, seed)
     prompts = tasks.curriculum_batches(tok, p.retrieval_batch_size, seed, stages, p.ks)
     return iter({"lm": lm, "retrieval": prompts, "mixed": zip(lm, prompts)}[regime])
-
-
-def mixed_loss(model, batch):
-    lm_batch, prompt_batch = batch
-    return 0.5 * lm_loss(model, lm_batch) + 0.5 * lm_loss(model, prompt_batch)
 
 
 def score(arm, regime, run):

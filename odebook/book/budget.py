@@ -1,15 +1,16 @@
 """What a study's profile will cost, said before its first training step: the estimated wall time on this device, the
 peak memory of its largest model at the profile's shapes, and the estimate on a T4 with whether that fits its 15 GB.
 
-The time: the work of each study's runs (odebook.book.workload: training steps on batches of the shapes its loader
-gives, forward passes of evaluation and retrieval scoring) costs its FLOPs (odebook.study.flops: each kind of pass
-counted once per model) at a rate measured on this device by a short timed probe — six steps of the training loop
-itself, the median of the last five — of the largest training step of each family (a pass whose FLOPs torch cannot
-count is probed itself), plus what each run does before its first step (timed: building its model, counting a forward
-pass) and the start-up: a kernel's start, the imports, reading the data, generation, tables and figures, which are
-not probed — the most of a smoke run, a small part of any other. It is ``START_UP_PER_IMPORT`` times the CPU seconds
-a fresh interpreter takes here to import the notebooks' libraries (``start_up``: it scales with the machine as a
-kernel's start does), divided by the share of a core this process gets now.
+The time: the work of each study's runs (as its parameters declare them, ``runs``: odebook.params.plan — training
+steps on batches of the shapes its loader gives, forward passes of evaluation and retrieval scoring) costs its FLOPs
+(odebook.study.flops: each kind of pass counted once per model) at a rate measured on this device by a short timed
+probe — six steps of the training loop itself, the median of the last five — of the largest training step of each
+family (a pass whose FLOPs torch cannot count is probed itself), plus what each run does before its first step (timed:
+building its model, counting a forward pass) and the start-up: a kernel's start, the imports, reading the data,
+generation, tables and figures, which are not probed — the most of a smoke run, a small part of any other. It is
+``START_UP_PER_IMPORT`` times the CPU seconds a fresh interpreter takes here to import the notebooks' libraries
+(``start_up``: it scales with the machine as a kernel's start does), divided by the share of a core this process gets
+now.
 
 The memory: the largest training step (odebook.study.measure.peak_memory: activations, gradients and temporaries, in
 fp32 on the CPU) plus its model's weights and Adam's two moments (12 bytes a parameter). fp16 autocast on a T4 keeps
@@ -51,20 +52,22 @@ from typing import Any
 import torch
 from torch import nn
 
-from odebook.book import calibration, notebook, processor, workload
+from odebook.book import calibration, notebook, processor
 from odebook.book.calibration import CALIBRATION, calibrated, record
 from odebook.params import Params
 from odebook.study.flops import count_flops
 from odebook.study.measure import peak_memory
-from odebook.book.workload import EXECUTED, PLANS, Runs, Work, plan
+from odebook.data.corpus import get_tokenizer
 from odebook.training.code_hash import study_hash
 from odebook.training.fingerprint import arithmetic
 from odebook.training import checkpoint
 from odebook.training.executor import Workers
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
+from odebook.params.plan import EXECUTED, Runs, Work
 
-__all__ = ["Runs", "Work", "Budget", "plan", "pass_flops", "estimate", "memory", "announce", "line", "HANDED",
+__all__ = ["Runs", "Work", "Budget", "planned", "plan", "pass_flops", "estimate", "memory", "announce", "line",
+           "HANDED",
            "calibrated", "record", "CALIBRATION",
            "T4_FLOPS", "T4_FRACTION", "T4_MEMORY", "START_UP_PER_IMPORT", "start_up"]
 
@@ -135,6 +138,16 @@ def _duration(seconds: float) -> str:
 
 def _on(batch: Any, device: torch.device) -> Any:
     return batch.to(device) if isinstance(batch, torch.Tensor) else type(batch)(_on(b, device) for b in batch)
+
+
+def planned(params: Params) -> bool:
+    """Whether the study of ``params`` declares its runs (``runs``, beside its parameters), so that it can be costed."""
+    return callable(getattr(params, "runs", None))
+
+
+def plan(params: Params) -> list[Runs]:
+    """The training runs the study of ``params`` makes, as it declares them (odebook.params.plan)."""
+    return params.runs(get_tokenizer(params.tokenizer))
 
 
 def _pass(model: nn.Module, work: Work, batch: Any, precision: Precision) -> Callable[[], None]:
@@ -305,10 +318,9 @@ def _probed(params: Params, precision: Precision, folder: Path) -> Budget:
 
 @functools.lru_cache(maxsize=1)
 def _estimator_hash() -> str:
-    """sha256 of the estimate's own code, this module and the plans it costs (odebook.book.workload); the science
-    code a step runs is in the key as ``study_hash``."""
-    return hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (sys.modules[__name__], workload))
-                          ).hexdigest()
+    """sha256 of the estimate's own code, this module; the plans it costs (each study's ``runs``) and the science
+    code a step runs are in the key as ``study_hash``."""
+    return hashlib.sha256(Path(sys.modules[__name__].__file__).read_bytes()).hexdigest()
 
 
 HANDED = "ODEBOOK_BUDGET"  # "<study>\t<line>": the runner's estimate, handed to the kernel it starts for that study
@@ -319,7 +331,7 @@ def announce(params: Params, folder: Path) -> tuple[str, dict[str, str], Budget 
     error when the estimate fails, which the notebook itself then raises), the environment that hands a good
     estimate to the notebook's kernel, so that ``line`` there does not probe and count everything again, and the
     estimate (calibrated by ``folder``'s record of earlier runs here), for ``record`` once the run has finished."""
-    if params.study not in PLANS:
+    if not planned(params):
         return "", {}, None
     try:
         made = calibrated(_probed(params, precision_for(resolve_device(params.device)), folder), folder)

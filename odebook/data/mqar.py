@@ -25,7 +25,9 @@ import torch
 
 from odebook.nn.linear_ce import IGNORE_INDEX
 
-__all__ = ["Vocab", "Batch", "slot_weights", "make_batch", "shortcut_accuracy", "chance"]
+__all__ = ["Vocab", "Batch", "SCORING_BATCHES", "slot_weights", "make_batch", "shortcut_accuracy", "chance"]
+
+SCORING_BATCHES = 16  # first-query scoring batches per k (odebook.study.recall.scoring_sets)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from odebook.nn.linear_ce import IGNORE_INDEX
 
 __all__ = ["NAMES", "OBJECTS", "COLORS", "HELD_OUT", "IGNORE_INDEX", "PLACEMENTS", "Example", "make_example",
            "make_examples", "evaluation_sets", "encode", "batch", "distance", "equal_stages", "curriculum_batches",
-           "max_prompt_tokens", "shortcuts", "CHANCE"]
+           "max_prompt_tokens", "shortcuts", "CHANCE", "SCORE_BATCH"]
 
 NAMES = ("Alice", "Bob", "Carol", "David", "Emma", "Frank", "Grace", "Henry", "Iris", "Jack")
 OBJECTS = ("ball", "book", "car", "hat", "lamp", "cup", "box", "bag")
@@ -40,6 +40,7 @@ _THINGS = ("bird", "door", "kite", "boat", "coat", "fence", "flower", "shirt")
 HELD_OUT = frozenset((n, COLORS[(3 * i) % len(COLORS)]) for i, n in enumerate(NAMES))  # one colour per name
 PLACEMENTS = ("random", "inside", "far")
 CHANCE = 1 / len(COLORS)
+SCORE_BATCH = 50  # prompts a forward pass when a model is scored (odebook.study.retrieval.score_rows)
 MAX_K = len(COLORS)
 
 

@@ -22,8 +22,8 @@ from odebook.nn.linear_ce import linear_cross_entropy
 from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 
 __all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "reach", "Ablation",
-           "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "param_groups", "count_params",
-           "block_params", "TWIN_SEED"]
+           "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "mixed_loss", "param_groups",
+           "count_params", "block_params", "TWIN_SEED"]
 
 HEAD_MULTIPLE = 64  # the head's outputs are padded to a multiple of this: 50,304 columns run faster than 50,257
 TWIN_SEED = 1_000_003  # the twin of study 02 draws its initial weights from seed + this (no run seed comes near it)
@@ -294,6 +294,12 @@ def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch
     equal to IGNORE_INDEX are padding. Goes through the model's forward, so DDP sees it."""
     x, y = batch
     return model(x, targets=y)
+
+
+def mixed_loss(model: nn.Module, batch: tuple[tuple, tuple]) -> torch.Tensor:
+    """Study 04's mixed regime: half ``lm_loss`` on a batch of text windows, half on a batch of retrieval prompts."""
+    lm_batch, prompt_batch = batch
+    return 0.5 * lm_loss(model, lm_batch) + 0.5 * lm_loss(model, prompt_batch)
 
 
 def param_groups(model: LM) -> dict[str, list[nn.Parameter]]:

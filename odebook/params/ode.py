@@ -99,6 +99,29 @@ class GradientFlowParams(ODEHybridParams):
         """Study 01's hybrid: ``solver`` with ``ode_steps`` steps (keyword overrides pass through)."""
         return super().model_config(vocab_size, **{"solver": self.solver, "steps": self.ode_steps, **override})
 
+    def runs(self, tok) -> list:
+        """What the study runs (odebook.params.plan, for its budget): on MQAR, each arm's learning-rate grid on the
+        tuning seed, then every seed, each hybrid's test batches once more with its flow switched off; then every
+        arm of the WikiText section on ``lm_seeds`` seeds."""
+        from odebook.data import mqar
+        from odebook.models.arms import gradient_flow_arms
+        from odebook.params.plan import Runs, Work, evaluations, lm_work, mqar_batch
+
+        vocab = mqar.Vocab(self.mqar_keys)
+        batch = mqar_batch(vocab, self.task_batch_size, self.mqar_pairs, self.seq_len)
+        valid = evaluations(self.task_steps, self.eval_interval) * self.eval_batches
+        scored = 3 * self.eval_batches  # the test set, the accuracy at k and on unseen pairs
+        out = []
+        for name, build in gradient_flow_arms(self.model_config(vocab.size), ("baseline", "hybrid", "null")).items():
+            off = self.eval_batches if name == "hybrid" else 0
+            train = Work(self.task_steps, batch)
+            out += [Runs(name, build, len(self.lr_grid), (train, Work(valid, batch, train=False)), part="lr grid"),
+                    Runs(name, build, self.n_seeds, (train, Work(valid + scored + off, batch, train=False)),
+                         part="MQAR")]
+        text = gradient_flow_arms(self.model_config(tok.vocab_size))
+        return out + [Runs(name, build, self.lm_seeds, lm_work(self, tok), part="WikiText")
+                      for name, build in text.items() if self.lm_seeds]
+
 
 @dataclasses.dataclass
 class ODESolverParams(ODEHybridParams):
@@ -171,3 +194,29 @@ class ODESolverParams(ODEHybridParams):
         through; the integrator runs and the sweep replace solver, steps and sensitivity)."""
         steps = self.nfe_budget // STAGES[self.generation_solver]
         return super().model_config(vocab_size, **{"solver": self.generation_solver, "steps": steps, **override})
+
+    def runs(self, tok) -> list:
+        """What the study runs (odebook.params.plan, for its budget): the baseline and every integrator on every
+        seed; each seed's trained rk4 re-solved; the interleaved rk4 / dopri5 timing; the sensitivity sweep."""
+        from odebook.nn.ode import SOLVERS
+        from odebook.params.plan import Runs, Work, lm_work, token_windows
+
+        cfg = self.model_config(tok.vocab_size)
+
+        def hybrid(solver: str, steps: int, sensitivity: str = self.sensitivity):
+            return lambda: cfg.replace(solver=solver, steps=steps, sensitivity=sensitivity).hybrid()
+
+        steps = {s: self.nfe_budget // STAGES[s] if s in STAGES else 1 for s in SOLVERS}
+        runs = [Runs("baseline", cfg.baseline, self.n_seeds, lm_work(self, tok))]
+        runs += [Runs(s, hybrid(s, steps[s]), self.n_seeds, lm_work(self, tok)) for s in self.integrators]
+        windows = token_windows(tok.vocab_size, self.batch_size, self.seq_len)
+        # each seed's trained rk4 re-solved by every integrator at the budget and by rk4 at 4x its steps, on validation
+        valid = (Work(self.eval_batches, windows, train=False),)
+        runs += [Runs(s, hybrid(s, n), self.n_seeds, valid, setup=False, part="re-solving")
+                 for s, n in [*steps.items(), ("rk4", 4 * self.nfe_budget)]]
+        # rk4 against dopri5, interleaved: a first step counting evaluations, three warm-up pairs, the timed pairs
+        runs += [Runs(s, hybrid(s, steps[s]), 1, (Work(self.timing_pairs + 4, windows),), setup=False, part="timing")
+                 for s in ("rk4", "dopri5")]
+        sweep = Work(self.timing_repeats + 2, windows)  # warm-up, timed, memory
+        return runs + [Runs(f"sweep {m}", hybrid(self.sweep_solver, n, m), 1, (sweep,), setup=False,
+                            part="memory sweep") for n in self.sweep_steps for m in self.sensitivities]

@@ -7,11 +7,26 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from odebook.models.configs import PatternConfig
+from odebook.nn.gdn import Ablation
 from odebook.models.local_paths import LOCAL_PATHS
 from odebook.params.lm import LMParams
 from odebook.params.schema import spec
 
-__all__ = ["RetrievalParams", "GDNScalingParams", "MixedTrainingParams", "SERIES", "MQAR_KINDS"]
+__all__ = ["RetrievalParams", "GDNScalingParams", "MixedTrainingParams", "SERIES", "MQAR_KINDS", "ABLATIONS"]
+
+# The ablations of the retrieval studies (what a forward pass replaces, and by what; odebook.nn.gdn.Ablation). Zeroing
+# puts a value no prompt produces, so accuracy under it may fall below chance; the batch mean and another prompt's
+# value ("resampled") remove what is specific to the prompt and keep the component's typical contribution.
+ABLATIONS: dict[str, Ablation] = {
+    "normal": Ablation(),
+    "state zeroed": Ablation(gdn_state=True, state_read=True),  # every read of any GDN state
+    "state read zeroed": Ablation(state_read=True),  # only the state-reading layer's read
+    "local zeroed": Ablation(local=True),  # every sliding-window output
+    "both zeroed": Ablation(gdn_state=True, state_read=True, local=True),
+    **{f"state {how}": Ablation(gdn_state=mode, state_read=mode) for how, mode in (("mean", "mean"),
+                                                                                   ("resampled", "resample"))},
+    **{f"state read {how}": Ablation(state_read=mode) for how, mode in (("mean", "mean"), ("resampled", "resample"))},
+}
 
 
 def _length_problems(ks: list[int], curriculum: list[int], tokenizer: str, max_seq_len: int) -> list[str]:
@@ -153,6 +168,40 @@ class GDNScalingParams(RetrievalParams):
         return self.model_config(SERIES[series](self.ladder_layers[i]), d_model=self.ladder_d[i],
                                  local_path="none" if series == "hybrid" else None)
 
+    def runs(self, tok) -> list:
+        """What the study runs (odebook.params.plan, for its budget): the ladder (each size's grid on the tuning
+        seed, then its seeds); the retrieval runs on the curriculum, scored normal and with the state zeroed; the
+        MQAR arms (a GDN stack per width, the no-state control at the smallest and largest, full attention at the
+        largest), each on its grid (every extension it may take) and then every seed — training steps on sequences
+        of ``mqar_seq_len`` tokens (the same cost at every k), the validation passes (every k's sets), and the
+        scoring of every k and the held-out pairs, and of the first queries as drawn and re-bound, normal and with
+        the state zeroed (odebook.study.recall)."""
+        import functools
+
+        from odebook.data import mqar
+        from odebook.params import plan as w
+
+        ladder = [r for s in self.series for i in range(len(self.ladder_d))
+                  for r in w.tuned(self, tok, s, self.size_config(i, s).build)]
+        prompts = functools.partial(w.prompts, tok, self.retrieval_batch_size, self.ks)
+        valid = w.Work(w.evaluations(self.retrieval_steps, self.eval_interval), prompts(max(self.curriculum)),
+                       train=False)
+        bind = (*w.curriculum_work(self, self.retrieval_steps, prompts), valid, *w.scoring_work(self, tok, 2))
+        bound = [w.Runs("gdn", self.size_config(i, "gdn").build, self.n_seeds, bind, part="retrieval")
+                 for i in self.retrieval_sizes]
+        batch = w.mqar_batch(mqar.Vocab(self.mqar_keys), self.mqar_batch_size, min(self.mqar_train_ks),
+                             self.mqar_seq_len, self.mqar_power_a)
+        sets = len(self.mqar_eval_ks) + 1
+        forwards = ((w.evaluations(self.mqar_steps, self.eval_interval) * len(self.mqar_eval_ks) + sets)
+                    * self.mqar_eval_batches + 4 * mqar.SCORING_BATCHES * len(self.mqar_eval_ks))
+        recall = (w.Work(self.mqar_steps, batch), w.Work(forwards, batch, train=False))
+        arms = [*(("gdn", self.mqar_config(d).build) for d in self.mqar_d),
+                *(("swa", self.mqar_config(d, "no state").build) for d in (self.mqar_d[0], self.mqar_d[-1])),
+                ("gpt", self.mqar_config(self.mqar_d[-1], "attention").build)]
+        tried = len(self.mqar_lr_grid) + self.mqar_lr_extensions
+        return ladder + bound + [w.Runs(family, build, n, recall, part=part) for family, build in arms
+                                 for n, part in ((tried, "MQAR lr grid"), (self.n_seeds, "MQAR"))]
+
 
 @dataclasses.dataclass
 class MixedTrainingParams(RetrievalParams):
@@ -196,3 +245,22 @@ class MixedTrainingParams(RetrievalParams):
         arms = {arm: self.model_config(self.pattern, d_model=self.d_model, local_path=arm) for arm in self.bottlenecks}
         return arms | ({"control": self.model_config(self.pattern.replace("G", "W"), d_model=self.d_model)}
                        if self.control else {})
+
+    def runs(self, tok) -> list:
+        """What the study runs (odebook.params.plan, for its budget): every arm in every regime on every seed —
+        language-model windows, the retrieval curriculum or both, evaluated on held-out text and scored on the
+        retrieval sets under each ablation it has (odebook.study.retrieval.score_rows)."""
+        import functools
+
+        from odebook.models.lm import mixed_loss
+        from odebook.params import plan as w
+
+        windows = w.token_windows(tok.vocab_size, self.batch_size, self.seq_len)
+        prompts = functools.partial(w.prompts, tok, self.retrieval_batch_size, self.ks)
+        train = {"lm": (w.Work(self.steps, windows),), "retrieval": w.curriculum_work(self, self.steps, prompts),
+                 "mixed": w.curriculum_work(self, self.steps, lambda n: lambda: (windows(), prompts(n)()), mixed_loss)}
+        # every evaluation and the held-out perplexity at the end
+        valid = w.Work((w.evaluations(self.steps, self.eval_interval) + 1) * self.eval_batches, windows, train=False)
+        return [w.Runs("hybrid" if arm.state_read else "control", arm.build, self.n_seeds,
+                       (*train[regime], valid, *w.scoring_work(self, tok, len(ABLATIONS) if arm.state_read else 2)))
+                for arm in self.arms().values() for regime in self.regimes]

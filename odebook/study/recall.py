@@ -32,7 +32,7 @@ __all__ = ["EVAL_SEED", "SCORING_BATCHES", "stream", "eval_sets", "scoring_sets"
            "first_accuracy", "first_name", "mqar_task"]
 
 EVAL_SEED = 2**31 - 1  # the evaluation sets' generator; training streams use the run's seed
-SCORING_BATCHES = 16  # first-query scoring batches per k (scoring_sets)
+SCORING_BATCHES = mqar.SCORING_BATCHES  # first-query scoring batches per k (scoring_sets)
 
 
 def stream(seed: int, *, vocab: mqar.Vocab, ks: Sequence[int], batch_size: int, seq_len: int,

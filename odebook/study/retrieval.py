@@ -17,25 +17,12 @@ import torch
 
 from odebook.data import tasks
 from odebook.data.corpus import Tokenizer
-from odebook.nn.gdn import Ablation
+from odebook.params.retrieval import ABLATIONS
 from odebook.study.stats import bounded_mean_ci, proportion_ci
 
 __all__ = ["ABLATIONS", "distance_bin", "BINS", "SHORTCUTS", "score_rows", "best_shortcut", "summary", "across_seeds",
            "per_seed"]
 
-# The ablations of the retrieval studies (what a forward pass replaces, and by what; odebook.nn.gdn.Ablation). Zeroing
-# puts a value no prompt produces, so accuracy under it may fall below chance; the batch mean and another prompt's
-# value ("resampled") remove what is specific to the prompt and keep the component's typical contribution.
-ABLATIONS: dict[str, Ablation] = {
-    "normal": Ablation(),
-    "state zeroed": Ablation(gdn_state=True, state_read=True),  # every read of any GDN state
-    "state read zeroed": Ablation(state_read=True),  # only the state-reading layer's read
-    "local zeroed": Ablation(local=True),  # every sliding-window output
-    "both zeroed": Ablation(gdn_state=True, state_read=True, local=True),
-    **{f"state {how}": Ablation(gdn_state=mode, state_read=mode) for how, mode in (("mean", "mean"),
-                                                                                   ("resampled", "resample"))},
-    **{f"state read {how}": Ablation(state_read=mode) for how, mode in (("mean", "mean"), ("resampled", "resample"))},
-}
 BINS = ("inside", "just beyond", "far beyond")
 SHORTCUTS = tuple(tasks.shortcuts(tasks.make_examples(1, 0, k=1, n_filler=0)[0]))
 
@@ -47,7 +34,7 @@ def distance_bin(d: int, window: int) -> str:
 @torch.no_grad()
 def score_rows(model: torch.nn.Module, sets: Mapping[tuple[str, int], Sequence[tasks.Example]], tok: Tokenizer,
                device: torch.device, *, window: int, ablations: Sequence[str] = ("normal",),
-               batch_size: int = 50, **labels) -> pd.DataFrame:
+               batch_size: int = tasks.SCORE_BATCH, **labels) -> pd.DataFrame:
     """One row per (set, k, ablation, example): the top-1 hit, the shortcut hits, distance and its bin, plus
     ``labels`` (run labels such as seed, arm)."""
     model.eval()

@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from odebook.book import runner
-from odebook.params import validate_file
+from odebook.params import STUDIES, validate_file
 from odebook.nn.linear_ce import IGNORE_INDEX
-from odebook.book import budget, machine_load, workload
+from odebook.book import budget, machine_load
 from odebook.training.runtime import precision_for
+from odebook.params import plan as plan_module
 from odebook.training.train import TrainConfig, train
 
 CPU = precision_for(torch.device("cpu"))
@@ -26,7 +27,7 @@ def params(profile: str, study: str):
     return validate_file(study, f"params/{profile}/{study}.yaml")
 
 
-@pytest.mark.parametrize("study", list(budget.PLANS))
+@pytest.mark.parametrize("study", list(STUDIES))
 def test_every_study_has_a_plan_of_what_it_trains(study, root, monkeypatch):
     monkeypatch.chdir(root)
     p = params("smoke", study)
@@ -58,7 +59,7 @@ def test_the_plans_evaluate_as_often_as_the_training_loop(steps, interval):
     config = TrainConfig(steps=steps, lr=0.1, eval_interval=interval)
     hist = train(torch.nn.Linear(1, 1), itertools.repeat(batch), [batch], config, CPU,
                  loss_fn=lambda model, b: model.weight.sum(), progress=False)
-    assert workload.evaluations(steps, interval) == len(hist.eval_loss)
+    assert plan_module.evaluations(steps, interval) == len(hist.eval_loss)
 
 
 def test_retrieval_steps_are_counted_at_the_shapes_the_curriculum_gives(root, monkeypatch):
@@ -104,7 +105,7 @@ def test_the_smoke_estimate_is_within_a_factor_of_two_of_each_smoke_run(smoke_bo
     comparison says nothing, so it is skipped there, with what they took in the reason. This process's own earlier
     work does not count (the load average that the suite's own tests raise did, and skipped it in CI)."""
     results, estimates = smoke_book.results, smoke_book.estimates
-    assert all(r.ok for r in results) and set(estimates) == set(budget.PLANS) == {r.name for r in results}
+    assert all(r.ok for r in results) and set(estimates) == set(STUDIES) == {r.name for r in results}
     for when, cores in (("before", smoke_book.others_before), ("during", smoke_book.others_during)):
         if cores > QUIET:  # another process stretched some runs and not others
             pytest.skip(f"other processes kept {cores:.1f} of {os.cpu_count()} cores busy {when} the runs: "
@@ -120,7 +121,7 @@ def test_the_runner_announces_a_study_and_nothing_for_a_notebook_without_a_plan(
     line, handed, made = budget.announce(params("smoke", "01_gradient_flow"), tmp_path)
     assert line.startswith("budget 01_gradient_flow: ≈ ") and "not yet calibrated on this processor" in line
     assert handed == {budget.HANDED: f"01_gradient_flow\t{line}"} and made.line() == line
-    monkeypatch.setattr(budget, "PLANS", {})
+    monkeypatch.setattr(budget, "planned", lambda params: False)
     assert budget.announce(params("smoke", "01_gradient_flow"), tmp_path) == ("", {}, None)
 
 
@@ -249,7 +250,9 @@ def test_others_counts_what_other_processes_took_while_a_block_ran():
     assert 0.6 < theirs["cores"] < 1.4, theirs
 
 
-def test_the_cost_model_scores_as_many_first_query_batches_as_study_03():
-    from odebook.study import recall  # not at the top: the cost model itself must not import it
-
-    assert workload.SCORING_BATCHES == recall.SCORING_BATCHES
+def test_the_cost_model_names_no_study():
+    """Each study declares its runs beside its parameters (``runs``); the cost model only reads them."""
+    for module in (budget, plan_module):
+        source = Path(module.__file__).read_text()
+        named = [name for study in STUDIES for name in (study, study[3:]) if name in source]
+        assert not named, f"{module.__name__} names {named}"

@@ -146,7 +146,7 @@ from odebook.study.looks import run_in_looks, void_by_controls
 from odebook.data import tasks
 from odebook.study.experiment import by_seed, run_seeds, summarize, tune_lr, tune_then_run
 from odebook.study.lr_grid import check_tried
-from odebook.study.task import Task, lm_task
+from odebook.study.task import lm_task
 from odebook.models.lm import block_params
 from odebook.nn.delta_rule import fla_kernel, gated_delta_rule_chunked, gated_delta_rule_reference
 from odebook.params import GDNScalingParams
@@ -289,9 +289,7 @@ score_sets = recall.scoring_sets(vocab=V, ks=ks, batch_size=p.mqar_batch_size, s
 recall_task = recall.mqar_task(vocab=V, train_ks=p.mqar_train_ks, eval_ks=ks, batch_size=p.mqar_batch_size,
                                seq_len=p.mqar_seq_len, eval_batches=p.mqar_eval_batches, power_a=p.mqar_power_a,
                                device=precision.device, first=score_sets, ablations={ZERO: retrieval.ABLATIONS[ZERO]})
-mqar_arms = {f"gdn d{d}": p.mqar_config(d).build for d in p.mqar_d}
-mqar_arms |= {"attention": p.mqar_config(p.mqar_d[-1], "attention").build,
-              **{f"no state d{d}": p.mqar_config(d, "no state").build for d in (p.mqar_d[0], p.mqar_d[-1])}}
+mqar_arms = {name: arm.build for name, arm in p.mqar_arms().items()}
 shortcut = {k: float(np.mean([recall.non_binder(b, V) for b in sets])) for k, sets in score_sets.items()}
 print(f"MQAR: {V.size} tokens, chance {mqar.chance(V):.3f}; the best non-binder at the first query "
       + ", ".join(f"k={k}: {a:.3f}" for k, a in shortcut.items()))
@@ -357,7 +355,7 @@ mqar_lr_table["chosen lr"], mqar_lr_table["tuning"] = pd.Series(mqar_lr), pd.Ser
 notebook.save_table(mqar_lr_table, out, "mqar_lr_selection")
 display(mqar_lr_table.round(4))
 mqar_configs = {n: dataclasses.replace(mqar_train, lr=mqar_lr[n]) for n in mqar_arms}
-mqar_run = functools.partial(run_seeds, mqar_arms, recall_task, mqar_configs, precision, keep=lambda run: False,
+mqar_run = functools.partial(run_seeds, mqar_arms, recall_task, mqar_configs, precision, keep=False,
                              log_dir=mqar_log, **mqar_options)
 mqar_looked = run_in_looks(mqar_run, mqar_claims, mqar_values, plan=p.seed_plan, alpha=p.alpha)
 mqar_runs = mqar_looked.runs
@@ -431,18 +429,13 @@ retrieval_valid = [tasks.batch(eval_sets[("random", max(p.ks))][:p.retrieval_bat
 sizes = {f"retrieval_{size_name(i)}": i for i in p.retrieval_sizes}
 
 
-def bindings(size):
-    """A retrieval task: the curriculum, scored on the evaluation sets normal and with the state zeroed."""
-    return Task(batches=lambda seed: tasks.curriculum_batches(tok, p.retrieval_batch_size, seed, stages, p.ks),
-                valid=retrieval_valid, score=lambda run: retrieval.score_rows(
-                    run.module, eval_sets, tok, precision.device, window=p.window,
-                    ablations=("normal", "state zeroed"), size=size, seed=run.seed))
-
-
-retrieval_runs = run_seeds({n: p.size_config(i, "gdn").build for n, i in sizes.items()},
-                           {n: bindings(size_name(i)) for n, i in sizes.items()},
+bindings = {n: retrieval.curriculum_task(tok, batch_size=p.retrieval_batch_size, stages=stages, ks=p.ks,
+                                        valid=retrieval_valid, sets=eval_sets, device=precision.device, window=p.window,
+                                        ablations=("normal", "state zeroed"), size=size_name(i))
+            for n, i in sizes.items()}  # scored normal and with the state zeroed
+retrieval_runs = run_seeds({n: p.size_config(i, "gdn").build for n, i in sizes.items()}, bindings,
                            TrainConfig.from_params(p, steps=p.retrieval_steps), precision, seeds=seeds,
-                           keep=lambda run: False, **notebook.run_options(p, out, "retrieval"))
+                           keep=False, **notebook.run_options(p, out, "retrieval"))
 retrieval_runs = sorted(retrieval_runs, key=lambda r: list(sizes).index(r.model))  # by size, seeds in order
 origins = {f"{r.model}_seed{r.seed}": r.origin for r in retrieval_runs}
 print("runs:", ", ".join(f"{run} {origin}" for run, origin in origins.items()))

@@ -352,7 +352,7 @@ regime_task = {name: Task(batches=functools.partial(batches, regime), valid=vali
 sample = next((f"{a}_mixed" for a in arms if arms[a].local_path.source_drop and "mixed" in p.regimes), None)
 run_arms = functools.partial(run_seeds, {name: arms[arm].build for name, (arm, _) in grid.items()}, regime_task,
                              TrainConfig.from_params(p), precision, **notebook.run_options(p, out),
-                             keep=lambda run: run.model == sample and run.seed == p.seed)
+                             keep={(sample, p.seed)})
 looked = run_in_looks(run_arms, claims, values_of, plan=p.seed_plan, alpha=p.alpha)
 runs, seeds = looked.runs, seeds[:looked.seeds]
 print(f"{looked.seeds} of {p.n_seeds} seeds ran")

@@ -163,6 +163,14 @@ class GDNScalingParams(RetrievalParams):
                                    max_seq_len=self.mqar_seq_len,
                                    window=self.mqar_control_window if kind == "no state" else self.window)
 
+    def mqar_arms(self) -> dict[str, PatternConfig]:
+        """The MQAR arms by name: a GDN stack at each width of ``mqar_d``, full attention at the largest, and the
+        no-state control at the smallest and the largest."""
+        ends = (self.mqar_d[0], self.mqar_d[-1])
+        return {**{f"gdn d{d}": self.mqar_config(d) for d in self.mqar_d},
+                "attention": self.mqar_config(self.mqar_d[-1], "attention"),
+                **{f"no state d{d}": self.mqar_config(d, "no state") for d in ends}}
+
     def size_config(self, i: int, series: str) -> PatternConfig:
         """Ladder size ``i`` in ``series`` (the hybrid's S layer reads the state with no bottleneck)."""
         return self.model_config(SERIES[series](self.ladder_layers[i]), d_model=self.ladder_d[i],
@@ -195,11 +203,9 @@ class GDNScalingParams(RetrievalParams):
         forwards = ((w.evaluations(self.mqar_steps, self.eval_interval) * len(self.mqar_eval_ks) + sets)
                     * self.mqar_eval_batches + 4 * mqar.SCORING_BATCHES * len(self.mqar_eval_ks))
         recall = (w.Work(self.mqar_steps, batch), w.Work(forwards, batch, train=False))
-        arms = [*(("gdn", self.mqar_config(d).build) for d in self.mqar_d),
-                *(("swa", self.mqar_config(d, "no state").build) for d in (self.mqar_d[0], self.mqar_d[-1])),
-                ("gpt", self.mqar_config(self.mqar_d[-1], "attention").build)]
         tried = len(self.mqar_lr_grid) + self.mqar_lr_extensions
-        return ladder + bound + [w.Runs(family, build, n, recall, part=part) for family, build in arms
+        return ladder + bound + [w.Runs(name.split(" d")[0], arm.build, n, recall, part=part)  # family: gdn, …
+                                 for name, arm in self.mqar_arms().items()
                                  for n, part in ((tried, "MQAR lr grid"), (self.n_seeds, "MQAR"))]
 
 

@@ -18,7 +18,7 @@ import dataclasses
 import math
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from pathlib import Path
@@ -160,15 +160,15 @@ def run_seeds(builders: Mapping[str, Callable[[], nn.Module]], task: Task | Mapp
               groups: Groups = _default_groups, progress: bool = True, log_dir: Path | None = None,
               done: Sequence[Run] = (), checkpoints: Path | None = None, fresh: bool = False,
               key: Mapping | None = None, executor: Executor | None = None,
-              keep: Callable[[Run], bool] | None = None) -> list[Run]:
+              keep: bool | Collection[tuple[str, int]] = True) -> list[Run]:
     """For each seed and each model: seed, build, train on ``task`` (odebook.study.task), score it — the test split
     once, and ``task.score(run)`` into ``run.scores``. Returns the runs in that order. ``task`` and ``config`` may be
     one per model (e.g. each model's regime, each model's chosen lr); runs already in ``done`` (same model and seed)
     are reused. ``groups(name, model)`` names the parameter groups whose gradient norms are recorded. With
-    ``log_dir``, each run writes TensorBoard logs to <log_dir>/<model>_seed<seed>. ``keep(run)`` False lets go of a
-    scored run's model (``run.module`` None). The runs are jobs of ``executor`` (odebook.training.executor; default
-    ``Local()``: here, one after another, or one per GPU on a machine with several); each is scored where it ran
-    and its model comes back to ``precision.device``."""
+    ``log_dir``, each run writes TensorBoard logs to <log_dir>/<model>_seed<seed>. ``keep`` False lets go of every
+    scored run's model (``run.module`` None), a collection of (model, seed) of all but those runs' models. The runs
+    are jobs of ``executor`` (odebook.training.executor; default ``Local()``: here, one after another, or one per GPU
+    on a machine with several); each is scored where it ran and its model comes back to ``precision.device``."""
     reuse = {(r.model, r.seed): r for r in done}
     todo = [(name, seed) for seed in seeds for name in builders if (name, seed) not in reuse]
 
@@ -207,14 +207,14 @@ def _home(run: Run, precision: Precision) -> Run:
     return run
 
 
-def _scored(run: Run, task: Task, precision: Precision, keep: Callable[[Run], bool] | None = None) -> Run:
+def _scored(run: Run, task: Task, precision: Precision, keep: bool | Collection[tuple[str, int]] = True) -> Run:
     """``run`` with its test split scored (when the task has one and it is not yet), ``task.score(run)`` in
-    ``run.scores`` (when not yet), and its model let go of when ``keep(run)`` is False."""
+    ``run.scores`` (when not yet), and its model let go of unless ``keep`` (run_seeds') keeps it."""
     if task.test is not None and math.isnan(run.test_loss):
         run.test_loss = evaluate(run.module, task.test, precision)
     if task.score is not None and run.scores is None:
         run.scores = task.score(run)
-    if keep is not None and not keep(run):
+    if not (keep is True or (keep is not False and (run.model, run.seed) in keep)):
         run.module = None
     return run
 

@@ -9,6 +9,7 @@ Distances are binned relative to a local window w: 'inside' (≤ w tokens from t
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -19,9 +20,10 @@ from odebook.data import tasks
 from odebook.data.corpus import Tokenizer
 from odebook.params.retrieval import ABLATIONS
 from odebook.study.stats import bounded_mean_ci, proportion_ci
+from odebook.study.task import Task
 
-__all__ = ["ABLATIONS", "distance_bin", "BINS", "SHORTCUTS", "score_rows", "best_shortcut", "summary", "across_seeds",
-           "per_seed"]
+__all__ = ["ABLATIONS", "distance_bin", "BINS", "SHORTCUTS", "score_rows", "curriculum_task", "best_shortcut",
+           "summary", "across_seeds", "per_seed"]
 
 BINS = ("inside", "just beyond", "far beyond")
 SHORTCUTS = tuple(tasks.shortcuts(tasks.make_examples(1, 0, k=1, n_filler=0)[0]))
@@ -53,6 +55,21 @@ def score_rows(model: torch.nn.Module, sets: Mapping[tuple[str, int], Sequence[t
                       "bin": distance_bin(d, window), **sc}
                      for hit, (d, sc) in zip(hits, extra)]
     return pd.DataFrame(rows)
+
+
+def _scored_rows(run, *, sets, tok, device, window, ablations, labels) -> pd.DataFrame:
+    return score_rows(run.module, sets, tok, device, window=window, ablations=ablations, **labels, seed=run.seed)
+
+
+def curriculum_task(tok: Tokenizer, *, batch_size: int, stages: Sequence[tuple[int, int]], ks: Sequence[int],
+                    valid: Sequence, sets: Mapping[tuple[str, int], Sequence[tasks.Example]], device: torch.device,
+                    window: int, ablations: Sequence[str], **labels) -> Task:
+    """The retrieval curriculum as a run's task (odebook.study.task): the seed's stream of prompts stage by stage
+    (tasks.curriculum_batches), ``valid`` evaluated during training, and the trained model scored on ``sets`` under
+    each of ``ablations`` (``score_rows``, its rows labelled with ``labels`` and the run's seed)."""
+    return Task(batches=functools.partial(tasks.curriculum_batches, tok, batch_size, stages=stages, ks=ks), valid=valid,
+                score=functools.partial(_scored_rows, sets=sets, tok=tok, device=device, window=window,
+                                        ablations=ablations, labels=labels))
 
 
 def best_shortcut(rows: pd.DataFrame) -> float:

@@ -163,7 +163,7 @@ def test_run_seeds_takes_any_task_and_equals_the_hand_rolled_seed_loop():
                 score=lambda run: {"valid": evaluate(run.module, valid, CPU), "seed": run.seed})
     config = TrainConfig(steps=5, lr=1e-2, eval_interval=5)
     runs = run_seeds({"d": dropout_lm}, task, config, CPU, seeds=[0, 1], progress=False,
-                     keep=lambda run: run.seed == 0)
+                     keep={("d", 0)})
     for run in runs:
         seed_everything(run.seed)
         model = dropout_lm()

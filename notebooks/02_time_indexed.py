@@ -309,8 +309,7 @@ print(splits.description)
 # rate difference read as an effect.
 
 # %%
-cfg = p.model_config(splits.vocab_size)
-builders = {name: functools.partial(cfg.build, name) for name in p.models}
+builders = p.arms(splits.vocab_size)
 task = lm_task(splits, **notebook.batch_shape(p))
 config = TrainConfig.from_params(p)
 options = notebook.run_options(p, out)

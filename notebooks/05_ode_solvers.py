@@ -198,8 +198,7 @@ print(splits.description)
 # %%
 cfg = p.model_config(splits.vocab_size)
 steps_of = {s: p.nfe_budget // STAGES[s] if s in STAGES else None for s in SOLVERS}
-builders = {"baseline": cfg.baseline, **{s: cfg.replace(solver=s, steps=steps_of[s] or 1).hybrid
-                                          for s in p.integrators}}
+builders = p.arms(splits.vocab_size)
 config = TrainConfig.from_params(p)
 task = lm_task(splits, **notebook.batch_shape(p))
 valid = data.fixed_batches(splits.valid, p.eval_batches, p.batch_size, p.seq_len)

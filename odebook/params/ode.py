@@ -195,6 +195,13 @@ class ODESolverParams(ODEHybridParams):
         steps = self.nfe_budget // STAGES[self.generation_solver]
         return super().model_config(vocab_size, **{"solver": self.generation_solver, "steps": steps, **override})
 
+    def arms(self, vocab_size: int) -> dict:
+        """The trained arms by name: the baseline, and the hybrid with each of ``integrators`` at the evaluation
+        budget ``nfe_budget`` (an adaptive solver chooses its own steps)."""
+        cfg = self.model_config(vocab_size)
+        steps = {s: self.nfe_budget // STAGES[s] if s in STAGES else 1 for s in self.integrators}
+        return {"baseline": cfg.baseline, **{s: cfg.replace(solver=s, steps=n).hybrid for s, n in steps.items()}}
+
     def runs(self, tok) -> list:
         """What the study runs (odebook.params.plan, for its budget): the baseline and every integrator on every
         seed; each seed's trained rk4 re-solved; the interleaved rk4 / dopri5 timing; the sensitivity sweep."""
@@ -207,8 +214,8 @@ class ODESolverParams(ODEHybridParams):
             return lambda: cfg.replace(solver=solver, steps=steps, sensitivity=sensitivity).hybrid()
 
         steps = {s: self.nfe_budget // STAGES[s] if s in STAGES else 1 for s in SOLVERS}
-        runs = [Runs("baseline", cfg.baseline, self.n_seeds, lm_work(self, tok))]
-        runs += [Runs(s, hybrid(s, steps[s]), self.n_seeds, lm_work(self, tok)) for s in self.integrators]
+        runs = [Runs(name, build, self.n_seeds, lm_work(self, tok))
+                for name, build in self.arms(tok.vocab_size).items()]
         windows = token_windows(tok.vocab_size, self.batch_size, self.seq_len)
         # each seed's trained rk4 re-solved by every integrator at the budget and by rk4 at 4x its steps, on validation
         valid = (Work(self.eval_batches, windows, train=False),)

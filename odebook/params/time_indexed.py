@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -72,17 +73,19 @@ class TimeIndexedParams(TextCorpusParams):
                                  gate_width=self.gate_width, d_state=self.d_state, norm=self.norm,
                                  tong_time_mlp=self.tong_time_mlp)
 
+    def arms(self, vocab_size: int) -> dict:
+        """Each model of ``models`` by name: what builds it."""
+        cfg = self.model_config(vocab_size)
+        return {name: functools.partial(cfg.build, name) for name in self.models}
+
     def runs(self, tok) -> list:
         """What the study runs (odebook.params.plan, for its budget): each model's grid (with its extensions, at
         most ``lr_extensions``) and its seeds, then the interleaved timing of two pairs of models
         (odebook.study.timing: three warm-up pairs, ``timing_reps`` timed)."""
-        import functools
-
         from odebook.params.plan import Runs, Work, token_windows, tuned
 
-        cfg = self.model_config(tok.vocab_size)
-        runs = [r for name in self.models
-                for r in tuned(self, tok, name, functools.partial(cfg.build, name), self.lr_extensions)]
+        arms = self.arms(tok.vocab_size)
+        runs = [r for name, build in arms.items() for r in tuned(self, tok, name, build, self.lr_extensions)]
         timed = [m for a, b in (("ti_mlp", "tong"), ("ti_ssm", "ti_mlp")) if {a, b} <= set(self.models) for m in (a, b)]
         step = Work(self.timing_reps + 3, token_windows(tok.vocab_size, self.batch_size, self.seq_len))
-        return runs + [Runs(m, functools.partial(cfg.build, m), 1, (step,), setup=False, part="timing") for m in timed]
+        return runs + [Runs(m, arms[m], 1, (step,), setup=False, part="timing") for m in timed]

@@ -113,51 +113,27 @@ elif importlib.util.find_spec("odebook") is None:
     install_missing()
 
 # %% tags=["parameters"]
-# The t4 profile's values; params/<profile>/01_gradient_flow.yaml overrides these.
-# The machine's settings (device, executor and SLURM, checkpoints) are not study settings: set once for every
-# study by the profile file or -p (docs/running.md).
+# The t4 profile's values; params/<profile>/01_gradient_flow.yaml overrides these. The machine's settings (device,
+# executor and SLURM, checkpoints) are set once for every study by the profile file or -p (docs/running.md).
 seed = 0
 n_seeds = 12
 looks = [3, 6, 9]
 # the model: the source's block and flow, 2 layers with layer 1 replaced (see Departures)
-n_layer = 2
-d_model = 256
-n_head = 4
-max_seq_len = 64
-ode_layers = [1]
-solver = "euler"
-ode_steps = 4
-sensitivity = "direct"
-rtol = 1e-3
-atol = 1e-4
-control_dim = 4
-alpha_init = 0.1
+architecture = {"n_head": 4, "max_seq_len": 64, "n_layer": 2, "d_model": 256, "ode_layers": [1],
+                "sensitivity": "direct", "rtol": 1e-3, "atol": 1e-4, "control_dim": 4, "alpha_init": 0.1,
+                "solver": "euler", "ode_steps": 4}
 # the primaries' task: MQAR on seq_len tokens
-mqar_keys = 16
-mqar_pairs = 4
-task_steps = 1000
-task_batch_size = 32
-lr_grid = [5e-4, 1e-3, 2e-3]
+recall_task = {"mqar_keys": 16, "mqar_pairs": 4, "task_steps": 1000, "task_batch_size": 32,
+               "lr_grid": [5e-4, 1e-3, 2e-3]}
 margin = 0.05
 design_sd = 0.0
 alpha = 0.05
-# the source's setting, descriptive: WikiText-2
+# the source's setting, descriptive: WikiText-2 (corpus "files": your own text, absolute paths; see the README)
 lm_seeds = 3
-corpus = "wikitext2"
-train_file = ""  # your own text, with corpus "files" (absolute paths; see the README)
-valid_file = ""
-test_file = ""
-text_file = ""  # ... or one file, cut by split_fractions
-split_fractions = [0.9, 0.05, 0.05]
-tokenizer = "gpt2"
-seq_len = 64
-batch_size = 32
-steps = 500
-lr = 3e-4
-weight_decay = 0.1
-grad_clip = 1.0
-eval_interval = 50
-eval_batches = 20
+text = {"corpus": "wikitext2", "tokenizer": "gpt2", "train_file": "", "valid_file": "", "test_file": "",
+        "text_file": "", "split_fractions": [0.9, 0.05, 0.05]}
+training = {"seq_len": 64, "batch_size": 32, "steps": 500, "lr": 3e-4, "weight_decay": 0.1, "grad_clip": 1.0,
+            "eval_interval": 50, "eval_batches": 20}
 dynamics_sequences = 2
 dynamics_tokens = 8
 
@@ -370,8 +346,8 @@ lm_runs, lm_table = [], pd.DataFrame()
 if p.lm_seeds:
     splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), data.get_tokenizer(p.tokenizer))
     print(splits.description)
-    text = gradient_flow_arms(p.model_config(splits.vocab_size))
-    lm_runs = run_seeds(text, lm_task(splits, **notebook.batch_shape(p)), TrainConfig.from_params(p), precision,
+    lm_arms = gradient_flow_arms(p.model_config(splits.vocab_size))
+    lm_runs = run_seeds(lm_arms, lm_task(splits, **notebook.batch_shape(p)), TrainConfig.from_params(p), precision,
                         seeds=p.seed_plan.seeds[:p.lm_seeds], **options)
     lm_table = summarize(lm_runs)
     removal = mean_ci(np.subtract(by_seed(lm_runs, "null"), by_seed(lm_runs, "baseline")))

@@ -114,44 +114,25 @@ elif importlib.util.find_spec("odebook") is None:
     install_missing()
 
 # %% tags=["parameters"]
-# The source's configuration (the t4 profile). params/<profile>/02_time_indexed.yaml overrides these.
-# The machine's settings (device, executor and SLURM, checkpoints) are not study settings: set once for every
-# study by the profile file or -p (docs/running.md).
+# The t4 profile's values; params/<profile>/02_time_indexed.yaml overrides these. The machine's settings (device,
+# executor and SLURM, checkpoints) are set once for every study by the profile file or -p (docs/running.md).
 seed = 0
 n_seeds = 12
 looks = [4, 8]
 models = ["standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_mlp_constant", "ti_mlp_dt", "ode_shared",
           "ti_mlp_twin"]
-corpus = "wikitext2"
-train_file = ""  # your own text, with corpus "files" (absolute paths; see the README)
-valid_file = ""
-test_file = ""
-text_file = ""  # ... or one file, cut by split_fractions
-split_fractions = [0.9, 0.05, 0.05]
-tokenizer = "bytes"
-d_model = 256
-n_head = 4
-n_layer = 6
-seq_len = 128
-max_seq_len = 128
-batch_size = 8
-steps = 1000
-lr = 3e-4  # the source's rate; not used here: each model's rate is chosen from lr_grid
+# corpus "files": your own text (absolute paths; see the README)
+text = {"corpus": "wikitext2", "tokenizer": "bytes", "train_file": "", "valid_file": "", "test_file": "",
+        "text_file": "", "split_fractions": [0.9, 0.05, 0.05]}
+# lr is the source's rate, not used here: each model's rate is chosen from lr_grid
+training = {"seq_len": 128, "batch_size": 8, "steps": 1000, "lr": 3e-4, "weight_decay": 0.0, "grad_clip": 1.0,
+            "eval_interval": 100, "eval_batches": 20}
+architecture = {"n_head": 4, "max_seq_len": 128, "d_model": 256, "n_layer": 6, "n_freq": 16, "d_emb": 32,
+                "gate_width": 32, "d_state": 16, "rediscretize": [3, 12], "norm": "static", "tong_time_mlp": "shared"}
 lr_grid = [5e-4, 1e-3, 2e-3]
 lr_extensions = 2
 margin = 0.02
 timing_reps = 30
-weight_decay = 0.0
-grad_clip = 1.0
-eval_interval = 100
-eval_batches = 20
-n_freq = 16
-d_emb = 32
-gate_width = 32
-d_state = 16
-rediscretize = [3, 12]
-norm = "static"
-tong_time_mlp = "shared"
 compression_target = 3.0
 dynamics_sequences = 2
 dynamics_tokens = 8

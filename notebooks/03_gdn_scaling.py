@@ -78,52 +78,25 @@ elif importlib.util.find_spec("odebook") is None:
     install_missing()
 
 # %% tags=["parameters"]
-# The source's configuration (the t4 profile). params/<profile>/03_gdn_scaling.yaml overrides these.
-# The machine's settings (device, executor and SLURM, checkpoints) are not study settings: set once for every
-# study by the profile file or -p (docs/running.md).
+# The t4 profile's values; params/<profile>/03_gdn_scaling.yaml overrides these. The machine's settings (device,
+# executor and SLURM, checkpoints) are set once for every study by the profile file or -p (docs/running.md).
 seed = 0
 n_seeds = 3
 looks = []
-corpus = "wikitext2"
-tokenizer = "gpt2"
-ladder_d = [128, 256, 512]
-ladder_layers = [1, 2, 4]
-series = ["hybrid", "gdn"]
-lr_grid = [3e-4, 1e-3, 3e-3]
-n_head = 4
-window = 64
-seq_len = 256
-max_seq_len = 1024
-batch_size = 16
-steps = 1000
-lr = 1e-3
-weight_decay = 0.1
-grad_clip = 1.0
-eval_interval = 100
-eval_batches = 20
+text = {"corpus": "wikitext2", "tokenizer": "gpt2"}
+training = {"seq_len": 256, "batch_size": 16, "steps": 1000, "lr": 1e-3, "weight_decay": 0.1, "grad_clip": 1.0,
+            "eval_interval": 100, "eval_batches": 20}
+architecture = {"n_head": 4, "max_seq_len": 1024, "window": 64, "chunk_size": 64}
+lm_ladder = {"ladder_d": [128, 256, 512], "ladder_layers": [1, 2, 4], "series": ["hybrid", "gdn"],
+             "lr_grid": [3e-4, 1e-3, 3e-3]}
+retrieval_task = {"ks": [2, 4], "curriculum": [0, 10, 30, 50, 100], "retrieval_batch_size": 16,
+                  "retrieval_eval_examples": 500, "eval_seed": 10000, "retrieval_sizes": [0, 1, 2],
+                  "retrieval_steps": 1500}
+mqar_capacity = {"mqar_keys": 64, "mqar_d": [64, 128, 256], "mqar_layers": 2, "mqar_control_window": 4,
+                 "mqar_train_ks": [4, 8, 16, 32, 64], "mqar_eval_ks": [4, 8, 16, 32, 64], "mqar_seq_len": 256,
+                 "mqar_batch_size": 64, "mqar_steps": 3000, "mqar_lr_grid": [3e-4, 1e-3, 3e-3, 1e-2],
+                 "mqar_lr_extensions": 1, "mqar_power_a": 0.1, "mqar_eval_batches": 8, "mqar_margin": 0.1}
 alpha = 0.05
-chunk_size = 64
-ks = [2, 4]
-retrieval_sizes = [0, 1, 2]
-retrieval_steps = 1500
-retrieval_batch_size = 16
-curriculum = [0, 10, 30, 50, 100]
-retrieval_eval_examples = 500
-eval_seed = 10000
-mqar_keys = 64
-mqar_d = [64, 128, 256]
-mqar_layers = 2
-mqar_control_window = 4
-mqar_train_ks = [4, 8, 16, 32, 64]
-mqar_eval_ks = [4, 8, 16, 32, 64]
-mqar_seq_len = 256
-mqar_batch_size = 64
-mqar_steps = 3000
-mqar_lr_grid = [3e-4, 1e-3, 3e-3, 1e-2]
-mqar_lr_extensions = 1
-mqar_power_a = 0.1
-mqar_eval_batches = 8
-mqar_margin = 0.1
 
 # %%
 import dataclasses

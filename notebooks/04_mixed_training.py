@@ -118,45 +118,25 @@ elif importlib.util.find_spec("odebook") is None:
     install_missing()
 
 # %% tags=["parameters"]
-# The source's configuration (the t4 profile). params/<profile>/04_mixed_training.yaml overrides these.
-# The machine's settings (device, executor and SLURM, checkpoints) are not study settings: set once for every
-# study by the profile file or -p (docs/running.md).
+# The t4 profile's values; params/<profile>/04_mixed_training.yaml overrides these. The machine's settings (device,
+# executor and SLURM, checkpoints) are set once for every study by the profile file or -p (docs/running.md).
 seed = 0
 n_seeds = 3
 looks = []
-corpus = "tinystories"
-tokenizer = "gpt2"
-pattern = "GGGGGS"
-d_model = 256
-n_head = 4
-window = 64
-chunk_size = 64
-seq_len = 256
-max_seq_len = 1024
-batch_size = 16
-steps = 1000
-lr = 1e-3
-weight_decay = 0.1
-grad_clip = 1.0
-eval_interval = 100
-eval_batches = 20
-alpha = 0.05
+text = {"corpus": "tinystories", "tokenizer": "gpt2", "max_train_stories": 50000}
+training = {"seq_len": 256, "batch_size": 16, "steps": 1000, "lr": 1e-3, "weight_decay": 0.1, "grad_clip": 1.0,
+            "eval_interval": 100, "eval_batches": 20}
+architecture = {"n_head": 4, "max_seq_len": 1024, "window": 64, "chunk_size": 64, "pattern": "GGGGGS", "d_model": 256}
+retrieval_task = {"ks": [2, 4], "curriculum": [0, 10, 30, 50, 100], "retrieval_batch_size": 16,
+                  "retrieval_eval_examples": 500, "eval_seed": 10000}
 bottlenecks = ["static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted"]
 regimes = ["lm", "retrieval", "mixed"]
 control = True
-max_train_stories = 50000
-ks = [2, 4]
-curriculum = [0, 10, 30, 50, 100]
-retrieval_batch_size = 16
-retrieval_eval_examples = 500
-eval_seed = 10000
 ppl_target = 5.0
 delta_target = 0.15
-n_samples = 3
-sample_tokens = 120
-temperature = 0.8
-top_k = 40
 ppl_margin = 0.1
+sampling = {"n_samples": 3, "sample_tokens": 120, "temperature": 0.8, "top_k": 40}
+alpha = 0.05
 
 # %%
 import functools

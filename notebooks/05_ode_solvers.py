@@ -97,58 +97,25 @@ elif importlib.util.find_spec("odebook") is None:
     install_missing()
 
 # %% tags=["parameters"]
-# The t4 profile. params/<profile>/05_ode_solvers.yaml overrides these.
-# The machine's settings (device, executor and SLURM, checkpoints) are not study settings: set once for every
-# study by the profile file or -p (docs/running.md).
+# The t4 profile's values; params/<profile>/05_ode_solvers.yaml overrides these. The machine's settings (device,
+# executor and SLURM, checkpoints) are set once for every study by the profile file or -p (docs/running.md).
 seed = 0
 n_seeds = 3
 looks = []
-corpus = "wikitext2"
-train_file = ""  # your own text, with corpus "files" (absolute paths; see the README)
-valid_file = ""
-test_file = ""
-text_file = ""  # ... or one file, cut by split_fractions
-split_fractions = [0.9, 0.05, 0.05]
-tokenizer = "gpt2"
-n_head = 4
-seq_len = 128
-max_seq_len = 1088
-batch_size = 32
-steps = 500
-lr = 3e-4
-weight_decay = 0.1
-grad_clip = 1.0
-eval_interval = 50
-eval_batches = 20
-n_layer = 6
-d_model = 256
-ode_layers = [2, 3]
-control_dim = 4
-alpha_init = 0.1
-integrators = ["rk4", "dopri5"]
-nfe_budget = 8
-precision_error = 1e-3
-wp_steps = [1, 2, 4, 8, 16, 32]
-wp_tolerances = [1e-2, 1e-3, 1e-4, 1e-5, 1e-6]
-timing_pairs = 20
-rtol = 1e-3
-atol = 1e-4
-sensitivity = "direct"
-sweep_solver = "rk4"
-sweep_steps = [4, 8, 16, 32]
-sensitivities = ["direct", "adjoint", "reversible"]
-timing_repeats = 3
-memory_growth_limit = 1.2
-reversible_grad_tolerance = 1e-3
-generation_solver = "rk4"
-generation_lengths = [64, 128, 256, 512, 1024]
-crossover_limit = 1024
-prompt_tokens = 32
-speedup_target = 10.0
-n_samples = 2
-sample_tokens = 100
-temperature = 0.8
-top_k = 40
+# corpus "files": your own text (absolute paths; see the README)
+text = {"corpus": "wikitext2", "tokenizer": "gpt2", "train_file": "", "valid_file": "", "test_file": "",
+        "text_file": "", "split_fractions": [0.9, 0.05, 0.05]}
+training = {"seq_len": 128, "batch_size": 32, "steps": 500, "lr": 3e-4, "weight_decay": 0.1, "grad_clip": 1.0,
+            "eval_interval": 50, "eval_batches": 20}
+architecture = {"n_head": 4, "max_seq_len": 1088, "n_layer": 6, "d_model": 256, "ode_layers": [2, 3],
+                "sensitivity": "direct", "rtol": 1e-3, "atol": 1e-4, "control_dim": 4, "alpha_init": 0.1}
+integration = {"integrators": ["rk4", "dopri5"], "nfe_budget": 8, "precision_error": 1e-3,
+               "wp_steps": [1, 2, 4, 8, 16, 32], "wp_tolerances": [1e-2, 1e-3, 1e-4, 1e-5, 1e-6], "timing_pairs": 20}
+memory = {"sweep_solver": "rk4", "sweep_steps": [4, 8, 16, 32], "sensitivities": ["direct", "adjoint", "reversible"],
+          "timing_repeats": 3, "memory_growth_limit": 1.2, "reversible_grad_tolerance": 1e-3}
+kv_cache = {"generation_solver": "rk4", "generation_lengths": [64, 128, 256, 512, 1024], "crossover_limit": 1024,
+            "prompt_tokens": 32, "speedup_target": 10.0}
+sampling = {"n_samples": 2, "sample_tokens": 100, "temperature": 0.8, "top_k": 40}
 alpha = 0.05
 
 # %%
@@ -163,7 +130,7 @@ from odebook.models import lm as models
 from odebook.book import notebook
 from odebook.book import plots
 from odebook.models.lm import ode_blocks
-from odebook.nn.ode import SOLVERS, STAGES
+from odebook.nn.ode import SOLVERS
 from odebook.params import ODESolverParams
 from odebook.study.experiment import loss_with_solver, run_seeds, summarize
 from odebook.study.dynamics import block_input
@@ -197,7 +164,7 @@ print(splits.description)
 
 # %%
 cfg = p.model_config(splits.vocab_size)
-steps_of = {s: p.nfe_budget // STAGES[s] if s in STAGES else None for s in SOLVERS}
+steps_of = {s: p.budget_steps(s) for s in SOLVERS}
 builders = p.arms(splits.vocab_size)
 config = TrainConfig.from_params(p)
 task = lm_task(splits, **notebook.batch_shape(p))

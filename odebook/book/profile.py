@@ -20,6 +20,7 @@ from typing import Any
 
 from odebook.book import colab
 from odebook.params import STUDIES, ParamError, Params, injected_names, profile_chain
+from odebook.params.cell import cell_values, set_cell_value
 from odebook.params.schema import yaml_mapping
 
 __all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values", "machine_settings", "MACHINE_SETTINGS"]
@@ -48,13 +49,6 @@ def profile_values(profile: str, study: str, root: Path | None) -> tuple[str, di
     return url, yaml_mapping(data, source=url)
 
 
-def _cell_values(schema: type[Params]) -> dict[str, Any]:
-    """The parameters cell's values: the schema's defaults (tests/book/test_notebooks.py holds the two equal), and
-    the machine settings' defaults, which no cell restates."""
-    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-            for f in dataclasses.fields(schema)}
-
-
 def machine_settings(schema: type[Params]) -> frozenset[str]:
     """The machine's settings of ``schema``: the fields no parameters cell holds (``Params.cell_fields``)."""
     return frozenset(f.name for f in dataclasses.fields(schema)) - frozenset(schema.cell_fields())
@@ -71,7 +65,7 @@ def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Ma
     validated on its own first, so a wrong value names the file. No parameters cell assigns a machine setting
     (``spec(machine=True)``), so "Run all" does not put one back: a value the last run's profile set there, and
     nothing has changed since, goes back to its default first (it was the profile's, not the user's)."""
-    cell = _cell_values(schema)
+    cell = schema().to_dict()  # the parameters cell's values (a test holds them to the schema's defaults)
     for k, v in namespace.pop(APPLIED, {}).items():  # type: ignore[union-attr]
         if namespace.get(k) == v:
             namespace[k] = cell[k]  # type: ignore[index]
@@ -81,9 +75,13 @@ def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Ma
     source, values = profile_values(profile, schema.study, root)
     checked = schema.from_mapping(values, source=source)
     injected = injected_names(namespace.get("In", ()))
-    kept = sorted(k for k in values if k in injected or (k in namespace and namespace[k] != cell[k]))
+    holds, problems = cell_values(schema, namespace)
+    if problems:
+        schema.from_mapping(holds, "parameters cell", problems)  # raises: one message naming every problem
+    kept = sorted(k for k in values if k in injected or (k in holds and holds[k] != cell[k]))
     applied = {k: getattr(checked, k) for k in values if k not in kept}
-    namespace.update(applied)  # type: ignore[union-attr]  # a notebook's globals()
+    for k, v in applied.items():
+        set_cell_value(schema, namespace, k, v)  # type: ignore[arg-type]  # a notebook's globals()
     machine = machine_settings(schema)
     namespace[APPLIED] = {k: v for k, v in applied.items() if k in machine}  # type: ignore[index]
     return (f"profile {profile} ({source}): {len(applied)} values applied"

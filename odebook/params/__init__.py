@@ -16,7 +16,8 @@ import yaml
 from odebook.params.lm import LMParams
 from odebook.params.ode import GradientFlowParams, ODEHybridParams, ODESolverParams
 from odebook.params.retrieval import SERIES, GDNScalingParams, MixedTrainingParams, RetrievalParams
-from odebook.params.schema import INT_LIMIT, ParamError, Params, injected_names, load_yaml, spec
+from odebook.params.cell import injected_names
+from odebook.params.schema import INT_LIMIT, ParamError, Params, load_yaml, spec
 from odebook.params.seeds import SeedPlan
 from odebook.params.time_indexed import TIME_INDEXED_MODELS, TimeIndexedParams
 

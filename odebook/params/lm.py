@@ -31,6 +31,10 @@ def _data_problems(corpus: str, tokenizer: str, files: dict, seq_len: int) -> li
 class LMParams(Params):
     """Fields and checks of every study that trains language models on a corpus; studies override defaults."""
 
+    groups: ClassVar = {"text": ("corpus", "tokenizer"), "architecture": ("n_head", "max_seq_len"),
+                        "training": ("seq_len", "batch_size", "steps", "lr", "weight_decay", "grad_clip",
+                                     "eval_interval", "eval_batches")}
+
     corpus: str = spec("wikitext2", choices=("wikitext2",))
     tokenizer: str = spec("gpt2", choices=("gpt2", "bytes"))
     n_head: int = spec(4, ge=1)
@@ -81,6 +85,8 @@ class LMParams(Params):
 @dataclasses.dataclass
 class TextCorpusParams(LMParams):
     """Studies that train on running text (01, 02, 05): WikiText-2, WikiText-103 from the hub, or one's own files."""
+
+    groups: ClassVar = {"text": ("train_file", "valid_file", "test_file", "text_file", "split_fractions")}
 
     corpus: str = spec("wikitext2", choices=("wikitext2", "wikitext103", "files"),
                        help="wikitext103 comes from the hub; files = your own text, named by the keys below")

@@ -20,6 +20,9 @@ class ODEHybridParams(TextCorpusParams):
     the vector field must be a deterministic function of (t, H) for the adjoint, adaptive and reversible solves,
     so the discrete layers go without it too (parity)."""
 
+    groups: ClassVar = {"architecture": ("n_layer", "d_model", "ode_layers", "sensitivity", "rtol", "atol",
+                                         "control_dim", "alpha_init")}
+
     n_layer: int = spec(6, ge=1, le=48)
     d_model: int = spec(256, ge=8)
     ode_layers: list[int] = spec([2, 3], ge=0, help="consecutive 0-based layers replaced by one ODE flow block")
@@ -62,6 +65,8 @@ class GradientFlowParams(ODEHybridParams):
 
     study: ClassVar[str] = "01_gradient_flow"
     defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 12, "looks": [3, 6, 9], "n_layer": 2, "ode_layers": [1]}
+    groups: ClassVar = {"architecture": ("solver", "ode_steps"),
+                        "recall_task": ("mqar_keys", "mqar_pairs", "task_steps", "task_batch_size", "lr_grid")}
 
     solver: str = spec("euler", choices=SOLVERS)
     ode_steps: int = spec(4, ge=1, le=256, help="fixed-grid steps over t in [0, 1] (ignored by dopri5)")
@@ -132,6 +137,12 @@ class ODESolverParams(ODEHybridParams):
 
     study: ClassVar[str] = "05_ode_solvers"
     defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 3, "seq_len": 128, "max_seq_len": 1088}
+    groups: ClassVar = {
+        "integration": ("integrators", "nfe_budget", "precision_error", "wp_steps", "wp_tolerances", "timing_pairs"),
+        "memory": ("sweep_solver", "sweep_steps", "sensitivities", "timing_repeats", "memory_growth_limit",
+                   "reversible_grad_tolerance"),
+        "kv_cache": ("generation_solver", "generation_lengths", "crossover_limit", "prompt_tokens", "speedup_target"),
+        "sampling": ("n_samples", "sample_tokens", "temperature", "top_k")}
 
     integrators: list[str] = spec(["rk4", "dopri5"], choices=SOLVERS,
                                   help="the trained hybrids (every integrator re-solves the trained weights)")
@@ -192,14 +203,19 @@ class ODESolverParams(ODEHybridParams):
     def model_config(self, vocab_size: int, **override):
         """Study 05's hybrid: ``generation_solver`` at the evaluation budget ``nfe_budget`` (keyword overrides pass
         through; the integrator runs and the sweep replace solver, steps and sensitivity)."""
-        steps = self.nfe_budget // STAGES[self.generation_solver]
+        steps = self.budget_steps(self.generation_solver)
         return super().model_config(vocab_size, **{"solver": self.generation_solver, "steps": steps, **override})
+
+    def budget_steps(self, solver: str) -> int | None:
+        """The steps of ``solver`` at the evaluation budget: ``nfe_budget`` over its stages; None for an adaptive
+        solver, which chooses its own."""
+        return self.nfe_budget // STAGES[solver] if solver in STAGES else None
 
     def arms(self, vocab_size: int) -> dict:
         """The trained arms by name: the baseline, and the hybrid with each of ``integrators`` at the evaluation
         budget ``nfe_budget`` (an adaptive solver chooses its own steps)."""
         cfg = self.model_config(vocab_size)
-        steps = {s: self.nfe_budget // STAGES[s] if s in STAGES else 1 for s in self.integrators}
+        steps = {s: self.budget_steps(s) or 1 for s in self.integrators}
         return {"baseline": cfg.baseline, **{s: cfg.replace(solver=s, steps=n).hybrid for s, n in steps.items()}}
 
     def runs(self, tok) -> list:
@@ -213,7 +229,7 @@ class ODESolverParams(ODEHybridParams):
         def hybrid(solver: str, steps: int, sensitivity: str = self.sensitivity):
             return lambda: cfg.replace(solver=solver, steps=steps, sensitivity=sensitivity).hybrid()
 
-        steps = {s: self.nfe_budget // STAGES[s] if s in STAGES else 1 for s in SOLVERS}
+        steps = {s: self.budget_steps(s) or 1 for s in SOLVERS}
         runs = [Runs(name, build, self.n_seeds, lm_work(self, tok))
                 for name, build in self.arms(tok.vocab_size).items()]
         windows = token_windows(tok.vocab_size, self.batch_size, self.seq_len)

@@ -48,6 +48,10 @@ def _length_problems(ks: list[int], curriculum: list[int], tokenizer: str, max_s
 class RetrievalParams(LMParams):
     """Fields and checks of the studies that also train on the binding-retrieval task (odebook.data.tasks)."""
 
+    groups: ClassVar = {"architecture": ("window", "chunk_size"),
+                        "retrieval_task": ("ks", "curriculum", "retrieval_batch_size", "retrieval_eval_examples",
+                                           "eval_seed")}
+
     defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 3, "seq_len": 256, "max_seq_len": 1024, "batch_size": 16,
                                              "steps": 1000, "lr": 1e-3, "eval_interval": 100}
 
@@ -92,6 +96,12 @@ class GDNScalingParams(RetrievalParams):
 
     study: ClassVar[str] = "03_gdn_scaling"
     width_key: ClassVar[str] = "ladder_d"
+    groups: ClassVar = {
+        "lm_ladder": ("ladder_d", "ladder_layers", "series", "lr_grid"),
+        "retrieval_task": ("retrieval_sizes", "retrieval_steps"),
+        "mqar_capacity": ("mqar_keys", "mqar_d", "mqar_layers", "mqar_control_window", "mqar_train_ks", "mqar_eval_ks",
+                          "mqar_seq_len", "mqar_batch_size", "mqar_steps", "mqar_lr_grid", "mqar_lr_extensions",
+                          "mqar_power_a", "mqar_eval_batches", "mqar_margin")}
 
     ladder_d: list[int] = spec([128, 256, 512], ge=8, help="model widths of the size ladder")
     ladder_layers: list[int] = spec([1, 2, 4], ge=1, help="GDN layers at each width")
@@ -216,6 +226,8 @@ class MixedTrainingParams(RetrievalParams):
     Defaults are the source's configuration (the t4 profile)."""
 
     study: ClassVar[str] = "04_mixed_training"
+    groups: ClassVar = {"text": ("max_train_stories",), "architecture": ("pattern", "d_model"),
+                        "sampling": ("n_samples", "sample_tokens", "temperature", "top_k")}
 
     corpus: str = spec("tinystories", choices=("tinystories",),
                        help="the language-model corpus (checked before compute)")

@@ -4,7 +4,6 @@ YAML loader that refuses a key given twice. Every problem is one line of one ``P
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
 import math
@@ -15,10 +14,11 @@ from typing import Any, ClassVar
 
 import yaml
 
+from odebook.params.cell import cell_groups, cell_values, injected_names
 from odebook.params.folders import written_folder_problem
 from odebook.params.seeds import SeedPlan, looks_problem
 
-__all__ = ["ParamError", "Params", "spec", "INT_LIMIT", "load_yaml", "yaml_mapping", "injected_names"]
+__all__ = ["ParamError", "Params", "spec", "INT_LIMIT", "load_yaml", "yaml_mapping"]
 
 INT_LIMIT = 2**32 - 1  # every integer parameter stays within numpy's seed range (seeds are the largest integers)
 
@@ -128,6 +128,7 @@ class Params:
 
     study: ClassVar[str] = ""
     defaults: ClassVar[Mapping[str, Any]] = {}
+    groups: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # the parameters cell's dicts, with the classes' above
 
     def __init_subclass__(cls, **kwargs):
         """Turn ``defaults = {name: value}`` into fields that differ from the inherited ones only in their default
@@ -177,11 +178,12 @@ class Params:
 
     # -- construction ---------------------------------------------------------------------------------------------
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any], source: str) -> "Params":
-        """Validate ``values`` (all keys must be fields) and return the parameters, or raise one ParamError."""
+    def from_mapping(cls, values: Mapping[str, Any], source: str, problems: list[str] = ()) -> "Params":
+        """Validate ``values`` (all keys must be fields) and return the parameters, or raise one ParamError (with
+        ``problems`` found before, e.g. in the parameters cell's groups)."""
         hints = typing.get_type_hints(cls)
         known = {f.name: f for f in dataclasses.fields(cls)}
-        errors: list[str] = []
+        errors: list[str] = list(problems)
         kwargs: dict[str, Any] = {}
         for key, value in values.items():
             if key not in known:
@@ -211,14 +213,14 @@ class Params:
 
     @classmethod
     def from_namespace(cls, namespace: Mapping[str, Any], source: str = "notebook parameters") -> "Params":
-        """Pick this study's fields out of a notebook's globals and validate them. A name that papermill injected
-        (``papermill -p NAME VALUE``) but the schema does not know is an unknown key, as in a YAML file: papermill
-        itself only warns. The injected cell is found in IPython's input history (``In``)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in namespace.items() if k in names}
+        """Read this study's fields from a notebook's globals (its parameters cell and its groups, odebook.params.cell)
+        and validate them. A name that papermill injected (``papermill -p NAME VALUE``) but the schema does not know
+        is an unknown key, as in a YAML file: papermill itself only warns. The injected cell is found in IPython's
+        input history (``In``)."""
+        values, problems = cell_values(cls, namespace)
         injected = injected_names(namespace.get("In", ()))
-        values.update({k: namespace.get(k) for k in injected - names})
-        return cls.from_mapping(values, source if not injected else "papermill parameters (-p/-f)")
+        values.update({k: namespace.get(k) for k in injected - values.keys() - cell_groups(cls).keys()})
+        return cls.from_mapping(values, source if not injected else "papermill parameters (-p/-f)", problems)
 
     def _generic_checks(self) -> list[str]:
         """Rules every study shares: all seeds within numpy's range, and a device that exists."""
@@ -277,26 +279,6 @@ class Params:
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             rows.append(f"{f.name}: {_type_name(hints[f.name])}, default {default!r}. {f.metadata.get('help', '')}")
         return "\n".join(rows)
-
-
-INJECTED_CELL_HEADER = "# Parameters"  # papermill's first line of the cell it injects after the parameters cell
-
-
-def injected_names(history: Any) -> set[str]:
-    """Names assigned by papermill's injected-parameters cell(s) in an IPython input history (``In``)."""
-    names: set[str] = set()
-    if not isinstance(history, (list, tuple)):
-        return names
-    for source in history:
-        if not (isinstance(source, str) and source.startswith(INJECTED_CELL_HEADER)):
-            continue
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
-        names.update(t.id for node in tree.body if isinstance(node, ast.Assign)
-                     for t in node.targets if isinstance(t, ast.Name))
-    return names
 
 
 class _StrictLoader(yaml.SafeLoader):

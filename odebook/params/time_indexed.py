@@ -26,6 +26,8 @@ class TimeIndexedParams(TextCorpusParams):
     Defaults are the source's configuration (the t4 profile)."""
 
     study: ClassVar[str] = "02_time_indexed"
+    groups: ClassVar = {"architecture": ("d_model", "n_layer", "n_freq", "d_emb", "gate_width", "d_state",
+                                         "rediscretize", "norm", "tong_time_mlp")}
     defaults: ClassVar[Mapping[str, Any]] = {
         "n_seeds": 12, "looks": [4, 8], "tokenizer": 'bytes', "seq_len": 128, "max_seq_len": 128, "batch_size": 8,
         "steps": 1000, "weight_decay": 0.0, "eval_interval": 100}

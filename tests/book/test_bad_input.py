@@ -9,6 +9,7 @@ import sys
 import typing
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from odebook.params import INT_LIMIT, STUDIES, GDNScalingParams, GradientFlowParams, ParamError, injected_names, \
@@ -131,6 +132,26 @@ def test_a_misspelt_papermill_parameter_is_an_unknown_key():
     assert "unknown key 'stepz' (did you mean 'steps'?)" in msg
     namespace = {"In": ["", "# Parameters\nlr = 0.01\n"], "lr": 0.01, "np": object()}
     assert GradientFlowParams.from_namespace(namespace).lr == 0.01  # known names and notebook globals are fine
+
+
+def test_a_papermill_name_wins_over_its_group_and_a_group_papermill_gave_takes_defaults_for_what_it_leaves_out():
+    injected = "# Parameters\nlr = 0.01\ntraining = {'steps': 100}\n"
+    namespace = {"In": ["", injected], "lr": 0.01, "training": {"steps": 100}, "architecture": {"d_model": 48}}
+    params = GradientFlowParams.from_namespace(namespace)
+    defaults = GradientFlowParams()
+    assert (params.lr, params.steps, params.d_model) == (0.01, 100, 48)
+    assert (params.batch_size, params.n_layer) == (defaults.batch_size, defaults.n_layer)
+
+
+@pytest.mark.parametrize("group, says", [({"stepz": 3}, "unknown key 'stepz' in 'training' (did you mean 'steps'?)"),
+                                         ({"d_model": 48}, "unknown key 'd_model' in 'training' (it is in "
+                                                           "'architecture')"),
+                                         (np, "'training' = <module 'numpy'"),
+                                         ({"steps": -3}, "key 'steps' = -3: must be >= 1")])
+def test_a_wrong_group_is_one_error_naming_the_group(group, says):
+    with pytest.raises(ParamError, match="invalid parameters for 01_gradient_flow") as info:
+        GradientFlowParams.from_namespace({"training": group})
+    assert says in str(info.value)
 
 
 @pytest.mark.parametrize("option, text, says", [("-y", "[1, 2]", "dictionary update sequence"),

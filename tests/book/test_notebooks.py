@@ -11,6 +11,7 @@ import pytest
 
 from odebook.book import runner
 from odebook.params import STUDIES
+from odebook.params.cell import cell_groups
 
 import browser
 from conftest import ROOT
@@ -92,7 +93,12 @@ def test_parameters_cell_holds_the_study_settings_and_no_machine_setting(name):
     values = {k: v for k, v in namespace.items() if not k.startswith("__")}
     schema = STUDIES[name]
     defaults = schema().to_dict()
-    assert values == {k: defaults[k] for k in schema.cell_fields()}, "the parameters cell and odebook.params disagree"
+    groups = cell_groups(schema)
+    grouped = {k for keys in groups.values() for k in keys}
+    expected = {k: defaults[k] for k in schema.cell_fields() if k not in grouped}
+    expected |= {g: {k: defaults[k] for k in keys} for g, keys in groups.items()}
+    assert values == expected, "the parameters cell and odebook.params disagree"
+    assert len(cell.source.splitlines()) <= 25, "a parameters cell a reader takes in at a glance"
 
 
 def test_the_machine_settings_are_declared_once_and_are_the_same_in_every_study():
@@ -114,7 +120,10 @@ def test_papermill_reads_every_line_of_the_parameters_cell(name, caplog):
     with caplog.at_level("WARNING", logger="papermill"):
         listed = [p.name for p in PythonTranslator.inspect(cell)]
     warnings = [r.message for r in caplog.records]
-    assert sorted(listed) == sorted(STUDIES[name].cell_fields()) and not warnings, warnings
+    groups = cell_groups(STUDIES[name])
+    grouped = {k for keys in groups.values() for k in keys}
+    names = [k for k in STUDIES[name].cell_fields() if k not in grouped] + list(groups)
+    assert sorted(listed) == sorted(names) and not warnings, warnings
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

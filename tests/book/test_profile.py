@@ -30,14 +30,27 @@ def test_the_profile_replaces_the_cells_values_but_not_edits_or_papermills(monke
     monkeypatch.setenv(profile.PROFILE_ENV, "smoke")
     smoke = load_yaml(ROOT / "params" / "smoke" / f"{STUDY}.yaml")
     namespace = cell_namespace()
-    namespace["d_model"] = 48  # edited in the cell
+    namespace["architecture"] = {**namespace["architecture"], "d_model": 48}  # edited in the cell's group
     namespace["In"] = ["import os", "# Parameters\nsteps = 500\n"]  # injected by papermill, equal to the cell's
+    namespace["steps"] = 500
     note = profile.apply_profile(STUDIES[STUDY], namespace, ROOT)
     params = STUDIES[STUDY].from_namespace(namespace)
     assert params.d_model == 48 and params.steps == 500
     assert all(getattr(params, k) == v for k, v in smoke.items() if k not in ("d_model", "steps"))
     assert note == (f"profile smoke ({ROOT / 'params' / 'smoke' / f'{STUDY}.yaml'}): {len(smoke) - 2} values "
                     "applied; kept your own d_model, steps")
+    assert namespace["training"]["batch_size"] == smoke["batch_size"]  # written where the cell holds it
+
+
+def test_a_profile_applies_into_the_cells_groups_and_leaves_the_cells_own_dicts_alone(monkeypatch):
+    monkeypatch.setenv(profile.PROFILE_ENV, "smoke")
+    namespace = cell_namespace()
+    training = namespace["training"]
+    profile.apply_profile(STUDIES[STUDY], namespace, ROOT)
+    smoke = load_yaml(ROOT / "params" / "smoke" / f"{STUDY}.yaml")
+    assert namespace["training"]["steps"] == smoke["steps"] != training["steps"]
+    assert training == cell_namespace()["training"]
+    assert "steps" not in namespace  # no second copy beside the group
 
 
 def test_a_profile_that_is_not_a_folder_of_params_is_refused(monkeypatch):

@@ -84,12 +84,9 @@
 # recorded before clipping, relative to the baseline's, as description. The scale is printed beside every verdict.
 
 # %% tags=["colab"]
-# Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
-# elsewhere (Colab) it installs odebook from ODEBOOK_SOURCE, the repository and branch this notebook comes from
-# (set the environment variable ODEBOOK_SOURCE, e.g. with %env, to install a fork or a local copy instead), then
-# only the dependencies this Python lacks: Colab's own packages stay as Colab pinned them. To run a profile's
-# parameters (smoke, cpu) instead of the t4 values below, set ODEBOOK_PROFILE in a cell above this one, e.g. by
-# the magic "%env ODEBOOK_PROFILE=cpu" (the README says how profiles work).
+# Run this cell first: in a checkout it imports the checkout's own odebook; elsewhere (Colab) it installs odebook
+# from ODEBOOK_SOURCE and only what this Python lacks. "%env ODEBOOK_PROFILE=cpu" (or ODEBOOK_SOURCE=<a fork>) in a
+# cell above it runs a profile's values instead of the t4 ones below (docs/running.md, Colab).
 import importlib.util
 import os
 import subprocess
@@ -140,7 +137,6 @@ dynamics_tokens = 8
 # %%
 import dataclasses
 import functools
-import math
 
 import numpy as np
 import pandas as pd
@@ -153,14 +149,13 @@ from odebook.data import mqar
 from odebook.models.arms import gradient_flow_arms, layer_groups
 from odebook.nn.ode import evaluations_per_forward
 from odebook.params import GradientFlowParams
-from odebook.study import dynamics
-from odebook.study.calibrated import alpha_normalised, calibrated_claims, loss_without_flow, paired_losses
+from odebook.study import calibrated, dynamics
+from odebook.study.calibrated import calibrated_claims, loss_without_flow, paired_losses
 from odebook.study.claims import declaration
-from odebook.study.experiment import by_seed, grad_ratios, run_seeds, summarize, tune_lr
+from odebook.study.experiment import by_seed, run_seeds, summarize, tune_lr
 from odebook.study.looks import run_in_looks
 from odebook.study.lr_grid import check_tried
 from odebook.study.recall import mqar_task
-from odebook.study.sequential import operating
 from odebook.study.stats import mean_ci
 from odebook.study.task import lm_task
 from odebook.training.train import TrainConfig
@@ -201,16 +196,8 @@ display(Markdown(declaration(claims)))
 # `operating` simulates the looks for each primary at its level (`alpha`/2, O'Brien–Fleming-type spending).
 
 # %%
-design = pd.DataFrame()
-if p.design_sd > 0:
-    ni, beats = claims[1], claims[2]
-    cases = [("non-inferior, hybrid = baseline", ni, 0.0), ("non-inferior, worse by the margin", ni, p.margin),
-             ("beats null, by the margin", beats, -p.margin)]
-    rows = [(case, operating(c, p.seed_plan.design, mean=m, sd=p.design_sd, alpha=p.alpha / 2))
-            for case, c, m in cases]
-    design = pd.DataFrame([{"case": case, "P(held)": o.efficacy, "P(not held)": o.futility,
-                            "P(inconclusive at the cap)": o.cap, "mean seeds": o.seeds} for case, o in rows])
-    design = design.set_index("case")
+design = calibrated.design(claims, p.seed_plan.design, margin=p.margin, sd=p.design_sd, alpha=p.alpha / 2)
+if len(design):
     display(design.round(3))
 
 # %% [markdown]
@@ -286,19 +273,7 @@ hybrid_runs = by_seed(runs, "hybrid", lambda r: r)
 span = f"blocks.{cfg.replaced_blocks('hybrid').start}"
 alphas = [r.module.get_submodule(span).field.alpha.item() for r in hybrid_runs]
 
-
-def geometric(xs):
-    ci = mean_ci(np.log(xs))
-    return {"ratio": math.exp(ci.mean), "low": math.exp(ci.low), "high": math.exp(ci.high), "seeds": len(xs)}
-
-
-ratio_rows = []
-for g in [g for g in ("embedding", "before", "replaced", "after", "head") if g in hybrid_runs[0].history.grad_norm]:
-    xs = grad_ratios(runs, "hybrid", "baseline", g)
-    ratio_rows.append({"group": g, **geometric(xs)})
-    if g == "replaced":
-        ratio_rows.append({"group": "replaced ÷ α", **geometric(alpha_normalised(xs, alphas))})
-ratio_table = pd.DataFrame(ratio_rows)
+ratio_table = calibrated.gradient_ratios(runs, alphas)
 display(ratio_table.round(4))
 print("the hybrid's learned α at the end of training, per seed: " + ", ".join(f"{a:.3f}" for a in alphas)
       + f" (initialised at {p.alpha_init})")

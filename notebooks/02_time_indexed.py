@@ -85,12 +85,9 @@
 # is scored once, after training, at a rate chosen on validation.
 
 # %% tags=["colab"]
-# Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
-# elsewhere (Colab) it installs odebook from ODEBOOK_SOURCE, the repository and branch this notebook comes from
-# (set the environment variable ODEBOOK_SOURCE, e.g. with %env, to install a fork or a local copy instead), then
-# only the dependencies this Python lacks: Colab's own packages stay as Colab pinned them. To run a profile's
-# parameters (smoke, cpu) instead of the t4 values below, set ODEBOOK_PROFILE in a cell above this one, e.g. by
-# the magic "%env ODEBOOK_PROFILE=cpu" (the README says how profiles work).
+# Run this cell first: in a checkout it imports the checkout's own odebook; elsewhere (Colab) it installs odebook
+# from ODEBOOK_SOURCE and only what this Python lacks. "%env ODEBOOK_PROFILE=cpu" (or ODEBOOK_SOURCE=<a fork>) in a
+# cell above it runs a profile's values instead of the t4 ones below (docs/running.md, Colab).
 import importlib.util
 import os
 import subprocess
@@ -149,8 +146,7 @@ from IPython.display import Markdown, display
 
 from odebook.data import corpus as data
 from odebook.study import dynamics
-from odebook.book import notebook
-from odebook.book import plots
+from odebook.book import budget, notebook, plots
 from odebook.study.claims import Claim, declaration, negative_control, paired, settle
 from odebook.study.experiment import by_seed, compare_to, loss_at_depth, run_seeds, summarize, tune_lr
 from odebook.study.looks import run_in_looks
@@ -165,13 +161,8 @@ from odebook.study.stats import Verdict
 from odebook.training.train import TrainConfig, evaluate
 
 p, out, precision = notebook.start(TimeIndexedParams, globals())
+print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 print(f"LayerNorms of the gated models: {p.norm}; Tong's time MLPs: {p.tong_time_mlp}")
-
-# %%
-# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.book.budget)
-from odebook.book import budget
-
-print(budget.line(p, precision))  # the runner's estimate where it made one
 
 # %% [markdown]
 # ## The claims, declared before the runs

@@ -49,12 +49,9 @@
 # are tested against a plain reference loop (tests/nn/test_delta_rule.py), and the mechanism check below repeats that.
 
 # %% tags=["colab"]
-# Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
-# elsewhere (Colab) it installs odebook from ODEBOOK_SOURCE, the repository and branch this notebook comes from
-# (set the environment variable ODEBOOK_SOURCE, e.g. with %env, to install a fork or a local copy instead), then
-# only the dependencies this Python lacks: Colab's own packages stay as Colab pinned them. To run a profile's
-# parameters (smoke, cpu) instead of the t4 values below, set ODEBOOK_PROFILE in a cell above this one, e.g. by
-# the magic "%env ODEBOOK_PROFILE=cpu" (the README says how profiles work).
+# Run this cell first: in a checkout it imports the checkout's own odebook; elsewhere (Colab) it installs odebook
+# from ODEBOOK_SOURCE and only what this Python lacks. "%env ODEBOOK_PROFILE=cpu" (or ODEBOOK_SOURCE=<a fork>) in a
+# cell above it runs a profile's values instead of the t4 ones below (docs/running.md, Colab).
 import importlib.util
 import os
 import subprocess
@@ -109,8 +106,7 @@ import torch.nn.functional as F
 from IPython.display import Markdown, display
 
 from odebook.data import corpus as data
-from odebook.book import notebook
-from odebook.book import plots
+from odebook.book import budget, notebook, plots
 from odebook.data import mqar
 from odebook.study import recall, retrieval, scaling
 from odebook.study.capacity import capacity
@@ -127,16 +123,11 @@ from odebook.study.stats import Verdict, bounded_mean_ci, decide, power_law_fit,
 from odebook.training.train import TrainConfig
 
 p, out, precision = notebook.start(GDNScalingParams, globals())
+print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 tok = data.get_tokenizer(p.tokenizer)
 seeds = p.seed_plan.seeds
 size_name = lambda i: f"d{p.ladder_d[i]}×{p.ladder_layers[i]}"  # noqa: E731
 print(f"sizes (width × GDN layers): {[size_name(i) for i in range(len(p.ladder_d))]}; tokenizer {tok.name}")
-
-# %%
-# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.book.budget)
-from odebook.book import budget
-
-print(budget.line(p, precision))  # the runner's estimate where it made one
 
 # %% [markdown]
 # ## Mechanism validation

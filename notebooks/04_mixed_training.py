@@ -89,12 +89,9 @@
 # against language modelling alone, non-inferiority) is tested instead.
 
 # %% tags=["colab"]
-# Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
-# elsewhere (Colab) it installs odebook from ODEBOOK_SOURCE, the repository and branch this notebook comes from
-# (set the environment variable ODEBOOK_SOURCE, e.g. with %env, to install a fork or a local copy instead), then
-# only the dependencies this Python lacks: Colab's own packages stay as Colab pinned them. To run a profile's
-# parameters (smoke, cpu) instead of the t4 values below, set ODEBOOK_PROFILE in a cell above this one, e.g. by
-# the magic "%env ODEBOOK_PROFILE=cpu" (the README says how profiles work).
+# Run this cell first: in a checkout it imports the checkout's own odebook; elsewhere (Colab) it installs odebook
+# from ODEBOOK_SOURCE and only what this Python lacks. "%env ODEBOOK_PROFILE=cpu" (or ODEBOOK_SOURCE=<a fork>) in a
+# cell above it runs a profile's values instead of the t4 ones below (docs/running.md, Colab).
 import importlib.util
 import os
 import subprocess
@@ -148,8 +145,7 @@ import torch
 from IPython.display import Markdown, display
 
 from odebook.data import corpus as data
-from odebook.book import notebook
-from odebook.book import plots
+from odebook.book import budget, notebook, plots
 from odebook.study import retrieval
 from odebook.study.claims import Claim, declaration, negative_control, paired
 from odebook.study.looks import run_in_looks
@@ -162,15 +158,10 @@ from odebook.study.stats import Verdict, mean_ci
 from odebook.training.train import TrainConfig, evaluate
 
 p, out, precision = notebook.start(MixedTrainingParams, globals())
+print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 tok = data.get_tokenizer(p.tokenizer)
 seeds = p.seed_plan.seeds
 arms = p.arms()  # name → configuration (odebook.models.configs.PatternConfig)
-
-# %%
-# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.book.budget)
-from odebook.book import budget
-
-print(budget.line(p, precision))  # the runner's estimate where it made one
 
 # %% [markdown]
 # ## Data

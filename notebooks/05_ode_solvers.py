@@ -68,12 +68,9 @@
 # and "10–100×" is read as a length: the source gives none, and the speed-up of a cache grows with it.
 
 # %% tags=["colab"]
-# Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
-# elsewhere (Colab) it installs odebook from ODEBOOK_SOURCE, the repository and branch this notebook comes from
-# (set the environment variable ODEBOOK_SOURCE, e.g. with %env, to install a fork or a local copy instead), then
-# only the dependencies this Python lacks: Colab's own packages stay as Colab pinned them. To run a profile's
-# parameters (smoke, cpu) instead of the t4 values below, set ODEBOOK_PROFILE in a cell above this one, e.g. by
-# the magic "%env ODEBOOK_PROFILE=cpu" (the README says how profiles work).
+# Run this cell first: in a checkout it imports the checkout's own odebook; elsewhere (Colab) it installs odebook
+# from ODEBOOK_SOURCE and only what this Python lacks. "%env ODEBOOK_PROFILE=cpu" (or ODEBOOK_SOURCE=<a fork>) in a
+# cell above it runs a profile's values instead of the t4 ones below (docs/running.md, Colab).
 import importlib.util
 import os
 import subprocess
@@ -127,8 +124,7 @@ from IPython.display import Markdown, display
 
 from odebook.data import corpus as data
 from odebook.models import lm as models
-from odebook.book import notebook
-from odebook.book import plots
+from odebook.book import budget, notebook, plots
 from odebook.models.lm import ode_blocks
 from odebook.nn.ode import SOLVERS
 from odebook.params import ODESolverParams
@@ -141,12 +137,7 @@ from odebook.study.task import lm_task
 from odebook.training.train import TrainConfig
 
 p, out, precision = notebook.start(ODESolverParams, globals())
-
-# %%
-# What this profile will cost, before the first step: time here, peak memory, a T4's time (odebook.book.budget)
-from odebook.book import budget
-
-print(budget.line(p, precision))  # the runner's estimate where it made one
+print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 
 # %% [markdown]
 # ## Data
@@ -208,8 +199,8 @@ notebook.save_figure(fig, out, "integrators_validation")
 # %%
 trained_rk4 = sorted((r for r in runs if r.model == p.generation_solver), key=lambda r: r.seed)
 resolve = pd.DataFrame([{"seed": r.seed, "alpha": ode_blocks(r.module)[0].field.alpha.item(),
-                         **{f"{s} − reference": loss - ref for s, loss in budget.items()}, "reference": ref}
-                        for r in trained_rk4 for budget, ref in [resolved(r)]]).set_index("seed")
+                         **{f"{s} − reference": loss - ref for s, loss in at_budget.items()}, "reference": ref}
+                        for r in trained_rk4 for at_budget, ref in [resolved(r)]]).set_index("seed")
 with pd.option_context("display.float_format", "{:.3g}".format):
     display(resolve)
 notebook.save_table(resolve, out, "resolved")

@@ -28,12 +28,9 @@ PARAMS_URL = f"https://raw.githubusercontent.com/{REPOSITORY}/{BRANCH}/params"  
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 CELL = f'''# %% tags=["colab"]
-# Run this cell first. In a checkout it imports the checkout's own odebook (../odebook), whatever is installed;
-# elsewhere (Colab) it installs odebook from ODEBOOK_SOURCE, the repository and branch this notebook comes from
-# (set the environment variable ODEBOOK_SOURCE, e.g. with %env, to install a fork or a local copy instead), then
-# only the dependencies this Python lacks: Colab's own packages stay as Colab pinned them. To run a profile's
-# parameters (smoke, cpu) instead of the t4 values below, set ODEBOOK_PROFILE in a cell above this one, e.g. by
-# the magic "%env ODEBOOK_PROFILE=cpu" (the README says how profiles work).
+# Run this cell first: in a checkout it imports the checkout's own odebook; elsewhere (Colab) it installs odebook
+# from ODEBOOK_SOURCE and only what this Python lacks. "%env ODEBOOK_PROFILE=cpu" (or ODEBOOK_SOURCE=<a fork>) in a
+# cell above it runs a profile's values instead of the t4 ones below (docs/running.md, Colab).
 import importlib.util
 import os
 import subprocess

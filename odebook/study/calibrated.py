@@ -15,24 +15,31 @@ switched off at test, ``loss_without_flow``: the same trained weights, the ODE b
 its negative control — the same test on the ablated candidate, which lost the work the claim credits to the flow,
 and should come out "not held".
 
-``alpha_normalised`` puts gradient-norm ratios of an ODE block beside the learned output scale α that multiplies
-every weight gradient of its vector field: a ratio of α to the baseline's is what the parameterisation predicts.
+``design`` simulates the looks for the primaries at a pilot's seed SD (the design's power). ``alpha_normalised``
+puts gradient-norm ratios of an ODE block beside the learned output scale α that multiplies every weight gradient of
+its vector field: a ratio of α to the baseline's is what the parameterisation predicts (``gradient_ratios``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 import torch
 
 from odebook.models.lm import ode_blocks
 from odebook.study.claims import Claim, negative_control, paired
+from odebook.study.experiment import Run, grad_ratios
+from odebook.study.sequential import operating
+from odebook.study.stats import mean_ci
 from odebook.training.runtime import Precision
 from odebook.training.train import evaluate
 
-__all__ = ["GATE", "calibrated_claims", "comparisons", "paired_losses", "gap_closed", "alpha_normalised",
+__all__ = ["GATE", "calibrated_claims", "comparisons", "paired_losses", "gap_closed", "alpha_normalised", "design",
+           "gradient_ratios",
            "loss_without_flow"]
 
 GATE = "removing the replaced layers costs more than the margin"
@@ -85,6 +92,41 @@ def alpha_normalised(ratios: Sequence[float], alphas: Sequence[float]) -> np.nda
     if r.shape != a.shape:
         raise ValueError(f"one α per ratio, got {len(a)} and {len(r)}")
     return r / np.abs(a)
+
+
+def design(claims: Sequence[Claim], looks: Sequence[int], *, margin: float, sd: float, alpha: float) -> pd.DataFrame:
+    """The design's power, by case: the share of simulated studies through ``looks`` (``sequential.operating``, each
+    primary at level ``alpha``) that hold the claim, rule it out or reach the cap undecided, and their mean seeds,
+    for paired differences of seed SD ``sd`` (a pilot's) — non-inferiority with the candidate equal to the
+    reference and worse by the margin, and beating the null by the margin. Empty without a pilot (``sd`` 0)."""
+    if sd <= 0:
+        return pd.DataFrame()
+    ni, beats = claims[1], claims[2]
+    cases = [("non-inferior, hybrid = baseline", ni, 0.0), ("non-inferior, worse by the margin", ni, margin),
+             ("beats null, by the margin", beats, -margin)]
+    rows = [(case, operating(c, looks, mean=m, sd=sd, alpha=alpha)) for case, c, m in cases]
+    return pd.DataFrame([{"case": case, "P(held)": o.efficacy, "P(not held)": o.futility,
+                          "P(inconclusive at the cap)": o.cap, "mean seeds": o.seeds} for case, o in rows]
+                        ).set_index("case")
+
+
+def gradient_ratios(runs: Sequence[Run], alphas: Sequence[float], *, arm: str = "hybrid",
+                    reference: str = "baseline") -> pd.DataFrame:
+    """Per parameter group, ``arm``'s mean gradient norm over ``reference``'s, per seed (``experiment.grad_ratios``):
+    the geometric mean over seeds with its 95 % interval; beside the replaced span, the same divided by the α each
+    seed's ``arm`` ended with (``alphas``, in seed order; ``alpha_normalised``)."""
+    def geometric(xs):
+        ci = mean_ci(np.log(xs))
+        return {"ratio": math.exp(ci.mean), "low": math.exp(ci.low), "high": math.exp(ci.high), "seeds": len(xs)}
+
+    recorded = next(r for r in runs if r.model == arm).history.grad_norm
+    rows = []
+    for g in [g for g in ("embedding", "before", "replaced", "after", "head") if g in recorded]:
+        xs = grad_ratios(runs, arm, reference, g)
+        rows.append({"group": g, **geometric(xs)})
+        if g == "replaced":
+            rows.append({"group": "replaced ÷ α", **geometric(alpha_normalised(xs, alphas))})
+    return pd.DataFrame(rows)
 
 
 @torch.no_grad()

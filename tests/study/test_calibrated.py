@@ -3,9 +3,12 @@
 import numpy as np
 import pytest
 
-from odebook.study.calibrated import (GATE, alpha_normalised, calibrated_claims, comparisons, gap_closed,
-                                      paired_losses)
+from odebook.study.calibrated import (GATE, alpha_normalised, calibrated_claims, comparisons, design, gap_closed,
+                                      gradient_ratios, paired_losses)
 from odebook.study.claims import settle
+from odebook.study.experiment import Run
+from odebook.study.sequential import operating
+from odebook.training.train import History
 
 NOISE = np.array([0.004, -0.003, 0.001, -0.002, 0.0, 0.003])
 
@@ -93,3 +96,27 @@ def test_the_flow_switched_off_makes_the_hybrid_the_blocks_around_it_and_is_rest
     assert hybrid.blocks[1].field.alpha.item() == 0.5  # restored
     with pytest.raises(ValueError, match="ODE flow"):
         loss_without_flow(plain, batches, prec)
+
+
+def test_the_design_simulates_each_primary_at_the_margins_cases_and_is_empty_without_a_pilot():
+    claims = calibrated_claims(0.05)
+    assert design(claims, [3, 6], margin=0.05, sd=0.0, alpha=0.025).empty
+    table = design(claims, [3, 6], margin=0.05, sd=0.04, alpha=0.025)
+    at_margin = operating(claims[1], [3, 6], mean=0.05, sd=0.04, alpha=0.025)
+    assert list(table.index) == ["non-inferior, hybrid = baseline", "non-inferior, worse by the margin",
+                                 "beats null, by the margin"]
+    assert table.loc["non-inferior, worse by the margin", "P(held)"] == at_margin.efficacy <= 0.025 + 0.01
+    assert table.loc["beats null, by the margin", "P(held)"] > table.loc["non-inferior, worse by the margin", "P(held)"]
+
+
+def test_gradient_ratios_are_geometric_means_over_seeds_beside_the_alpha_normalised_span():
+    def run(model, seed, replaced):
+        norms = {"embedding": [1.0, 1.0], "replaced": [replaced, replaced]}
+        return Run(model, seed, 0, History(grad_norm=norms), 0.0, None, 0, float("nan"), None)
+
+    runs = [run("baseline", s, 1.0) for s in (0, 1)] + [run("hybrid", 0, 0.1), run("hybrid", 1, 0.4)]
+    table = gradient_ratios(runs, [0.1, 0.1]).set_index("group")
+    assert list(table.index) == ["embedding", "replaced", "replaced ÷ α"]
+    assert table.loc["embedding", "ratio"] == pytest.approx(1.0)
+    assert table.loc["replaced", "ratio"] == pytest.approx(0.2)  # exp(mean(log 0.1, log 0.4))
+    assert table.loc["replaced ÷ α", "ratio"] == pytest.approx(2.0) and table.loc["replaced", "seeds"] == 2

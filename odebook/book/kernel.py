@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
-from odebook.book.profile import MACHINE_SETTINGS, PROFILE_ENV
+from odebook.book.profile import GROUPED_SETTINGS, MACHINE_SETTINGS, PROFILE_ENV
 from odebook.training.runtime import ALLOCATOR_ENV
 
-__all__ = ["KERNEL_NAME", "LOG_ENV", "for_this_python", "log_to", "MachineSettingsPassed"]
+__all__ = ["KERNEL_NAME", "LOG_ENV", "for_this_python", "log_to", "KnownSettingsPassed"]
 
 KERNEL_NAME = "odebook-runner"
 LOG_ENV = "ODEBOOK_KERNEL_LOG"  # where a kernel started now appends its stderr
@@ -61,14 +61,15 @@ def log_to(path: Path) -> Iterator[Path]:
                 path.unlink()
 
 
-class MachineSettingsPassed(logging.Filter):
+class KnownSettingsPassed(logging.Filter):
     """papermill warns of each parameter it passes that a notebook's parameters cell does not assign ("Passed unknown
     parameter: fresh"). The runner passes the machine's settings (``output_dir``, ``checkpoint_dir``, ``fresh``),
-    which no cell assigns (``spec(machine=True)``) and every notebook reads by name, so those warnings are left off
-    the console; any other stays."""
+    which no cell assigns (``spec(machine=True)``), and the settings a cell shows inside a group (``lr`` in
+    ``training = {...}``); every notebook reads both by name, so those warnings are left off the console; any other
+    stays (a name no study knows stops the notebook itself)."""
 
     UNKNOWN = "Passed unknown parameter: "
-    NAMES = MACHINE_SETTINGS
+    NAMES = MACHINE_SETTINGS | GROUPED_SETTINGS
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

@@ -20,10 +20,11 @@ from typing import Any
 
 from odebook.book import colab
 from odebook.params import STUDIES, ParamError, Params, injected_names, profile_chain
-from odebook.params.cell import cell_values, set_cell_value
+from odebook.params.cell import cell_groups, cell_values, set_cell_value
 from odebook.params.schema import yaml_mapping
 
-__all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values", "machine_settings", "MACHINE_SETTINGS"]
+__all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values", "machine_settings", "MACHINE_SETTINGS",
+           "GROUPED_SETTINGS"]
 
 PROFILE_ENV = "ODEBOOK_PROFILE"
 APPLIED = "_odebook_profile_applied"  # in a notebook's globals: the machine settings the last run's profile set
@@ -56,6 +57,8 @@ def machine_settings(schema: type[Params]) -> frozenset[str]:
 
 # every study's machine settings: what papermill may be passed for any notebook and what no result depends on
 MACHINE_SETTINGS = frozenset().union(*map(machine_settings, STUDIES.values()))
+# every study's settings its parameters cell shows inside a group (odebook.params.cell): not names of the cell's own
+GROUPED_SETTINGS = frozenset(k for schema in STUDIES.values() for keys in cell_groups(schema).values() for k in keys)
 
 
 def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Mapping[str, Any],

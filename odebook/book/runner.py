@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     pin_data_dir()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")  # papermill's per-cell INFO lines stay off
     logging.getLogger("traitlets").setLevel(logging.ERROR)  # nbconvert: "Alternative text is missing on N image(s)"
-    logging.getLogger("papermill").addFilter(kernel.MachineSettingsPassed())
+    logging.getLogger("papermill").addFilter(kernel.KnownSettingsPassed())
     signal.signal(signal.SIGTERM, _terminate)
     try:
         if args.clean:

@@ -346,19 +346,20 @@ def test_only_a_run_that_trains_everything_calibrates_the_budget(tmp_path):
     assert runner.calibrates(checkpoints, fresh=True)  # fresh: they are ignored
 
 
-def test_papermills_warning_for_a_machine_setting_stays_off_the_console(caplog):
-    """The runner passes output_dir, checkpoint_dir and fresh, which no parameters cell assigns: papermill's "Passed
-    unknown parameter" for them is noise; for any other name it stays."""
+def test_papermills_warning_for_a_machine_or_grouped_setting_stays_off_the_console(caplog):
+    """The runner passes output_dir, checkpoint_dir and fresh, which no parameters cell assigns, and settings a cell
+    shows in a group (steps, in training): papermill's "Passed unknown parameter" for them is noise; for any other
+    name it stays."""
     import logging
 
-    from odebook.book.kernel import MachineSettingsPassed
+    from odebook.book.kernel import KnownSettingsPassed
 
-    logger, quiet = logging.getLogger("papermill"), MachineSettingsPassed()  # the logger papermill.execute warns on
+    logger, quiet = logging.getLogger("papermill"), KnownSettingsPassed()  # the logger papermill.execute warns on
     logger.addFilter(quiet)
     try:
         with caplog.at_level(logging.WARNING, logger="papermill"):
-            for name in ("output_dir", "checkpoint_dir", "fresh", "steps"):
+            for name in ("output_dir", "checkpoint_dir", "fresh", "steps", "stepz"):
                 logger.warning(f"Passed unknown parameter: {name}")
     finally:
         logger.removeFilter(quiet)
-    assert [r.getMessage() for r in caplog.records] == ["Passed unknown parameter: steps"]
+    assert [r.getMessage() for r in caplog.records] == ["Passed unknown parameter: stepz"]

@@ -6,7 +6,7 @@ import torch
 from odebook.models import lm as models
 from odebook.data.corpus import fixed_batches, random_batches
 from odebook.models.lm import lm_loss, param_groups
-from odebook.training.runtime import precision_for, resolve_device, seed_everything
+from odebook.training.runtime import GPU_POLICY, precision_for, resolve_device, seed_everything
 from odebook.training.train import DivergenceError, TrainConfig, evaluate, train
 
 TOKENS = torch.randint(0, 50, (5000,), generator=torch.Generator().manual_seed(0))
@@ -89,10 +89,14 @@ def test_cpu_policy_is_fp32_and_flushes_denormals():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_policy_uses_native_bf16_or_fp16_with_scaler():
+@pytest.mark.parametrize("policy", ["", "t4"])
+def test_cuda_policy_uses_native_bf16_or_fp16_with_scaler(policy, monkeypatch):
+    """The GPU's own policy, and a T4's on any GPU; set here, so that a run under ODEBOOK_GPU_POLICY=t4 (as the t4
+    reports are made) tests both, not the T4's twice (on an H200, 2026-11-27, the native case read the t4 setting)."""
+    monkeypatch.setenv(GPU_POLICY, policy)
     prec = precision_for(resolve_device("cuda"))
     major, minor = torch.cuda.get_device_capability()
-    assert prec.dtype == (torch.bfloat16 if (major, minor) >= (8, 0) else torch.float16)
+    assert prec.dtype == (torch.bfloat16 if (major, minor) >= (8, 0) and not policy else torch.float16)
     assert prec.uses_scaler == (prec.dtype == torch.float16)
     model = tiny().cuda()
     hist = train(model, random_batches(TOKENS, 4, 16, seed=0), fixed_batches(TOKENS, 2, 4, 16),

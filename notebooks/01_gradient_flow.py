@@ -150,7 +150,6 @@ from odebook.models.arms import gradient_flow_arms, layer_groups
 from odebook.nn.ode import evaluations_per_forward
 from odebook.params import GradientFlowParams
 from odebook.study import calibrated, dynamics
-from odebook.study.calibrated import calibrated_claims, loss_without_flow, paired_losses
 from odebook.study.claims import declaration
 from odebook.study.experiment import by_seed, run_seeds, summarize, tune_lr
 from odebook.study.looks import run_in_looks
@@ -187,8 +186,7 @@ builders = gradient_flow_arms(cfg, ("baseline", "hybrid", "null"))
 nfe = evaluations_per_forward(cfg.solver, cfg.steps)
 print(f"hybrid: layers {p.ode_layers} of {p.n_layer} → one ODE flow block, {p.solver}"
       + (f" with {p.ode_steps} steps ({nfe} field evaluations)" if nfe else f" (rtol {p.rtol}, atol {p.atol})"))
-OFF = "hybrid, flow off"
-claims = calibrated_claims(p.margin, ablated=OFF)
+claims = calibrated.calibrated_claims(p.margin, ablated=calibrated.FLOW_OFF)
 display(Markdown(declaration(claims)))
 
 # %% [markdown]
@@ -226,20 +224,12 @@ def groups(name, model):
     return layer_groups(model, cfg.replaced_blocks(name))
 
 
-def losses_of(runs):
-    off = by_seed(runs, "hybrid", lambda r: loss_without_flow(r.module, task.test, precision))
-    return {**{a: by_seed(runs, a) for a in builders}, OFF: off}
-
-
-def values_of(runs):
-    return paired_losses(losses_of(runs), claims)
-
-
 run_arms = functools.partial(run_seeds, builders, task, configs, precision, groups=groups, log_dir=log_dir,
                              **options)
+values_of = functools.partial(calibrated.seed_differences, claims, task.test, precision, arms=list(builders))
 looked = run_in_looks(run_arms, claims, values_of, plan=p.seed_plan, alpha=p.alpha)
 runs = looked.runs
-losses = losses_of(runs)
+losses = calibrated.seed_losses(runs, task.test, precision, arms=list(builders))
 print(f"ran {looked.seeds} seeds of {p.n_seeds}")
 if looked.decisions:
     display(Markdown(looked.markdown()))
@@ -305,10 +295,7 @@ scale = (f"MQAR ({p.mqar_keys} keys, {p.mqar_pairs} pairs, {p.seq_len} tokens), 
          f"{', '.join(f'{a} {lr:g}' for a, lr in chosen.items())}, {looked.seeds} seeds (source: WikiText-2, d 256, "
          "6 layers with [2, 3] replaced)")
 verdicts = [s.verdict(scale) for s in looked.settled]
-notebook.show_verdicts(verdicts)
-held_controls = [v.claim for v in verdicts if v.claim.startswith("negative control:") and v.outcome == "held"]
-if held_controls:
-    print("A NEGATIVE CONTROL HELD — the test cannot tell the claimed effect from its absence:", held_controls)
+notebook.show_verdicts(verdicts)  # and names any negative control that held
 
 # %% [markdown]
 # ## The source's setting, descriptive: WikiText-2
@@ -336,17 +323,14 @@ if p.lm_seeds:
 headline = {
     **{f"{m} test loss": table.loc[m, "test_loss"] for m in table.index},
     **{f"{m} accuracy": table.loc[m, "accuracy"] for m in table.index},
-    "hybrid, flow off test loss": float(np.mean(losses[OFF])),
+    "hybrid, flow off test loss": float(np.mean(losses[calibrated.FLOW_OFF])),
     "null − baseline test loss": float(np.mean(np.subtract(losses["null"], losses["baseline"]))),
     "hybrid − baseline test loss": float(np.mean(np.subtract(losses["hybrid"], losses["baseline"]))),
     "margin (nats)": p.margin,
     "hybrid α (final, mean over seeds)": float(np.mean(alphas)),
     "seeds run": looked.seeds,
 }
-notebook.save_results(out, headline, verdicts=verdicts, precision=str(precision), parameters=p.to_dict(),
-                      summary=table.reset_index().to_dict("records"),
-                      per_seed=per_seed.reset_index().to_dict("records"),
-                      declared=declaration(claims), design=design.reset_index().to_dict("records"),
-                      lr_selection=lr_table.reset_index().to_dict("records"), looks=looked.markdown(),
-                      gradient_ratios=ratio_table.to_dict("records"), alphas=alphas, dynamics=dyn.to_dict("records"),
-                      wikitext=lm_table.reset_index().to_dict("records"), runs=[r.record() for r in runs + lm_runs])
+notebook.save_results(out, headline, verdicts=verdicts, precision=str(precision), parameters=p.to_dict(), summary=table,
+                      per_seed=per_seed, declared=declaration(claims), design=design, lr_selection=lr_table,
+                      looks=looked.markdown(), gradient_ratios=ratio_table, alphas=alphas, dynamics=dyn,
+                      wikitext=lm_table, runs=[r.record() for r in runs + lm_runs])

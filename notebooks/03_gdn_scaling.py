@@ -126,7 +126,10 @@ p, out, precision = notebook.start(GDNScalingParams, globals())
 print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 tok = data.get_tokenizer(p.tokenizer)
 seeds = p.seed_plan.seeds
-size_name = lambda i: f"d{p.ladder_d[i]}×{p.ladder_layers[i]}"  # noqa: E731
+def size_name(i):
+    return f"d{p.ladder_d[i]}×{p.ladder_layers[i]}"
+
+
 print(f"sizes (width × GDN layers): {[size_name(i) for i in range(len(p.ladder_d))]}; tokenizer {tok.name}")
 
 # %% [markdown]

@@ -213,9 +213,20 @@ source_arm = drop or hybrid_arms[0]
 source_regime = "mixed" if "mixed" in p.regimes else p.regimes[0]
 READS = f"far: {source_arm} · {source_regime}, normal − state read resampled"
 BEATS, STATELESS = (f"far: {source_arm} · {source_regime}{how} − control" for how in ("", ", state resampled"))
-drop_part = lambda arm, regime, ablation, set_="far": f"{set_}: {arm} · {regime}, normal − {ablation}"  # noqa: E731
-essential_part = lambda regime, other: f"far: state-resampled drop, {drop} − {other} · {regime}"  # noqa: E731
-learned_part = lambda regime: f"inside: control · {regime} − best shortcut"  # noqa: E731
+
+
+def drop_part(arm, regime, ablation, set_="far"):
+    return f"{set_}: {arm} · {regime}, normal − {ablation}"
+
+
+def essential_part(regime, other):
+    return f"far: state-resampled drop, {drop} − {other} · {regime}"
+
+
+def learned_part(regime):
+    return f"inside: control · {regime} − best shortcut"
+
+
 sup = functools.partial(Claim, kind="superiority", margin=p.delta_target, direction="higher", units="accuracy")
 exceeds = functools.partial(Claim, kind="exceeds", margin=p.delta_target, direction="higher", units="accuracy")
 gate = functools.partial(Claim, kind="gate", direction="higher", units="accuracy", primary=False)
@@ -267,10 +278,13 @@ display(Markdown(declaration(claims)))
 def values_of(runs_):
     """Each comparison's per-seed differences, from the runs' retrieval rows."""
     sc, ran = pd.concat([r.scores[0] for r in runs_]), sorted({r.seed for r in runs_})
-    acc_ = lambda arm, regime, ablation="normal", set_="far": retrieval.per_seed(  # noqa: E731
-        sc, ran, arm=arm, regime=regime, set=set_, ablation=ablation)
-    fall = lambda arm, regime, ablation, set_="far": paired(  # noqa: E731
-        acc_(arm, regime, set_=set_), acc_(arm, regime, ablation, set_))
+
+    def acc_(arm, regime, ablation="normal", set_="far"):
+        return retrieval.per_seed(sc, ran, arm=arm, regime=regime, set=set_, ablation=ablation)
+
+    def fall(arm, regime, ablation, set_="far"):
+        return paired(acc_(arm, regime, set_=set_), acc_(arm, regime, ablation, set_))
+
     out_ = {drop_part(a, r, ab): fall(a, r, ab) for a in hybrid_arms for r in p.regimes
             for ab in ("state read resampled", "state resampled")}
     out_ |= {drop_part(a, r, "local zeroed", "inside"): fall(a, r, "local zeroed", "inside")

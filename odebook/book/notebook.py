@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from odebook.book.index import FIGURE_ORDER, saved_figures
@@ -162,7 +163,10 @@ def save_table(table, out: Path, name: str, float_format: str = "{:.4g}") -> Non
 
 
 def to_jsonable(x: Any) -> Any:
-    """Numbers, tensors, arrays, dataclass-like dicts → plain JSON; NaN/inf become null."""
+    """Numbers, tensors, arrays, dataclass-like dicts → plain JSON; NaN/inf become null; a table (pandas DataFrame)
+    becomes its rows as records, a named index as their first field(s)."""
+    if isinstance(x, pd.DataFrame):
+        return to_jsonable((x.reset_index() if any(x.index.names) else x).to_dict("records"))
     if isinstance(x, dict):
         return {str(k): to_jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -177,10 +181,14 @@ def to_jsonable(x: Any) -> Any:
 
 
 def show_verdicts(verdicts: Sequence[Verdict]) -> None:
-    """Display the verdicts as a Markdown list: claim, outcome, evidence, and the scale it was measured at."""
+    """Display the verdicts as a Markdown list: claim, outcome, evidence, and the scale it was measured at; then name
+    every negative control that held — its test then cannot tell the claimed effect from its absence."""
     from IPython.display import Markdown, display
 
     display(Markdown("\n".join(v.markdown() for v in verdicts)))
+    held = [v.claim for v in verdicts if v.claim.startswith("negative control:") and v.outcome == "held"]
+    if held:
+        print("A NEGATIVE CONTROL HELD — the test cannot tell the claimed effect from its absence:", held)
 
 
 def save_results(out: Path, headline: dict[str, Any], *, verdicts: Sequence[Verdict] = (), **details: Any) -> None:

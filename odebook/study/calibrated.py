@@ -32,17 +32,17 @@ import torch
 
 from odebook.models.lm import ode_blocks
 from odebook.study.claims import Claim, negative_control, paired
-from odebook.study.experiment import Run, grad_ratios
+from odebook.study.experiment import Run, by_seed, grad_ratios
 from odebook.study.sequential import operating
 from odebook.study.stats import mean_ci
 from odebook.training.runtime import Precision
 from odebook.training.train import evaluate
 
-__all__ = ["GATE", "calibrated_claims", "comparisons", "paired_losses", "gap_closed", "alpha_normalised", "design",
-           "gradient_ratios",
-           "loss_without_flow"]
+__all__ = ["GATE", "FLOW_OFF", "calibrated_claims", "comparisons", "paired_losses", "seed_losses", "seed_differences",
+           "gap_closed", "alpha_normalised", "design", "gradient_ratios", "loss_without_flow"]
 
 GATE = "removing the replaced layers costs more than the margin"
+FLOW_OFF = "hybrid, flow off"  # the hybrid with its flow switched off at test (``loss_without_flow``): the ablated arm
 
 
 def calibrated_claims(margin: float, *, candidate: str = "hybrid", reference: str = "baseline", null: str = "null",
@@ -74,6 +74,20 @@ def comparisons(claims: Sequence[Claim]) -> list[tuple[str, str]]:
 def paired_losses(losses: Mapping[str, Sequence[float]], claims: Sequence[Claim]) -> dict[str, np.ndarray]:
     """Per comparison of ``claims``, the per-seed differences a − b of ``losses`` (arm → values in seed order)."""
     return {f"{a} − {b}": paired(losses[a], losses[b]) for a, b in comparisons(claims)}
+
+
+def seed_losses(runs: Sequence[Run], batches: Sequence, precision: Precision, *, arms: Sequence[str],
+                ablated: str = FLOW_OFF, candidate: str = "hybrid") -> dict[str, list[float]]:
+    """Per arm, its runs' test losses in seed order; under the name ``ablated``, the ``candidate``'s runs with their
+    flow switched off, scored on ``batches`` (``loss_without_flow``)."""
+    off = [loss_without_flow(r.module, batches, precision) for r in by_seed(runs, candidate, lambda r: r)]
+    return {**{a: by_seed(runs, a) for a in arms}, ablated: off}
+
+
+def seed_differences(claims: Sequence[Claim], batches: Sequence, precision: Precision, runs: Sequence[Run], *,
+                     arms: Sequence[str], ablated: str = FLOW_OFF) -> dict[str, np.ndarray]:
+    """What the looks read after each (``looks.run_in_looks``): ``paired_losses`` of ``seed_losses``."""
+    return paired_losses(seed_losses(runs, batches, precision, arms=arms, ablated=ablated), claims)
 
 
 def gap_closed(losses: Mapping[str, Sequence[float]], arm: str, *, reference: str = "baseline",

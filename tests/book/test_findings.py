@@ -104,3 +104,26 @@ def test_a_study_measured_at_several_scales_says_so_and_each_claim_names_its_own
     assert findings.study_scale(verdicts) == findings.SEVERAL
     assert ("measured at", "d64") in findings.statistics(verdicts[2], findings.SEVERAL)
     assert findings.study_scale(verdicts[:3]) == "d32" and findings.statistics(verdicts[0], "d32") == []
+
+
+def test_the_verdicts_shown_name_a_negative_control_that_held(capsys):
+    from odebook.book.notebook import show_verdicts
+    from odebook.study.stats import Verdict
+
+    quiet = [Verdict("hybrid beats null", "held"), Verdict("negative control: flow off beats null", "not held")]
+    show_verdicts(quiet)
+    assert "NEGATIVE CONTROL" not in capsys.readouterr().out
+    show_verdicts([*quiet, Verdict("negative control: flow off non-inferior", "held")])
+    out = capsys.readouterr().out
+    assert "A NEGATIVE CONTROL HELD" in out and "flow off non-inferior" in out and "flow off beats null" not in out
+
+
+def test_a_table_in_the_results_is_its_rows_with_a_named_index_as_a_field():
+    import pandas as pd
+
+    from odebook.book.notebook import to_jsonable
+
+    named = pd.DataFrame({"loss": [2.0, float("nan")]}, index=pd.Index(["a", "b"], name="model"))
+    assert to_jsonable(named) == [{"model": "a", "loss": 2.0}, {"model": "b", "loss": None}]
+    assert to_jsonable(named.reset_index()) == to_jsonable(named)  # an unnamed index is left out, not made a field
+    assert to_jsonable({"t": pd.DataFrame()}) == {"t": []}

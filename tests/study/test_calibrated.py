@@ -109,6 +109,34 @@ def test_the_design_simulates_each_primary_at_the_margins_cases_and_is_empty_wit
     assert table.loc["beats null, by the margin", "P(held)"] > table.loc["non-inferior, worse by the margin", "P(held)"]
 
 
+def test_seed_losses_pair_the_arms_by_seed_with_the_flow_off_hybrid_beside_them():
+    import torch
+
+    from odebook.models.lm import gpt, ode_hybrid
+    from odebook.study.calibrated import loss_without_flow, seed_differences, seed_losses
+    from odebook.training.runtime import precision_for
+
+    shape = dict(vocab_size=32, d_model=16, n_layer=2, n_head=2, max_seq_len=8)
+    torch.manual_seed(0)
+    hybrids = {s: ode_hybrid(**shape, ode_layers=(1,), solver="euler", steps=2, sensitivity="direct", rtol=1e-3,
+                             atol=1e-4, control_dim=2, alpha_init=0.5) for s in (1, 0)}  # given out of seed order
+    x = torch.randint(0, 32, (2, 9))
+    batches, prec = [(x[:, :-1], x[:, 1:])], precision_for(torch.device("cpu"))
+
+    def run(model, seed, loss, module=None):
+        return Run(model, seed, 0, History(), loss, module, 0, float("nan"), None)
+
+    runs = [run("hybrid", s, 2.0 + s, m) for s, m in hybrids.items()] + [run("baseline", s, 2.5 - s) for s in (1, 0)]
+    runs += [run("null", s, 3.0 + s / 10, gpt(**shape)) for s in (0, 1)]
+    off = [loss_without_flow(hybrids[s], batches, prec) for s in (0, 1)]
+    losses = seed_losses(runs, batches, prec, arms=["baseline", "null", "hybrid"], ablated="hybrid, flow off")
+    assert losses == {"baseline": [2.5, 1.5], "null": [3.0, 3.1], "hybrid": [2.0, 3.0], "hybrid, flow off": off}
+    claims = calibrated_claims(0.05, ablated="hybrid, flow off")
+    d = seed_differences(claims, batches, prec, runs, arms=["baseline", "null", "hybrid"], ablated="hybrid, flow off")
+    assert np.allclose(d["hybrid − baseline"], [-0.5, 1.5]) and np.allclose(d["null − baseline"], [0.5, 1.6])
+    assert np.allclose(d["hybrid, flow off − null"], np.subtract(off, [3.0, 3.1]))
+
+
 def test_gradient_ratios_are_geometric_means_over_seeds_beside_the_alpha_normalised_span():
     def run(model, seed, replaced):
         norms = {"embedding": [1.0, 1.0], "replaced": [replaced, replaced]}

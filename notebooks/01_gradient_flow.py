@@ -240,9 +240,7 @@ if looked.decisions:
 # them, and the compute match (FLOPs of one forward pass, median ms per step).
 
 # %%
-table = summarize(runs)
-table["accuracy"] = [np.mean(by_seed(runs, a, lambda r: r.scores[f"k={p.mqar_pairs}"])) for a in table.index]
-table["unseen pairs accuracy"] = [np.mean(by_seed(runs, a, lambda r: r.scores["unseen pairs"])) for a in table.index]
+table = calibrated.results_table(runs, p.mqar_pairs)
 notebook.save_table(table, out, "results_table")
 display(table[["params", "lr", "gflops_per_forward", "ms_per_step", "test_loss", "test_loss_lo", "test_loss_hi",
                "accuracy", "unseen pairs accuracy"]].round(4))

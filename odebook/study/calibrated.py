@@ -32,14 +32,14 @@ import torch
 
 from odebook.models.lm import ode_blocks
 from odebook.study.claims import Claim, negative_control, paired
-from odebook.study.experiment import Run, by_seed, grad_ratios
+from odebook.study.experiment import Run, by_seed, grad_ratios, summarize
 from odebook.study.sequential import operating
 from odebook.study.stats import mean_ci
 from odebook.training.runtime import Precision
 from odebook.training.train import evaluate
 
 __all__ = ["GATE", "FLOW_OFF", "calibrated_claims", "comparisons", "paired_losses", "seed_losses", "seed_differences",
-           "gap_closed", "alpha_normalised", "design", "gradient_ratios", "loss_without_flow"]
+           "results_table", "gap_closed", "alpha_normalised", "design", "gradient_ratios", "loss_without_flow"]
 
 GATE = "removing the replaced layers costs more than the margin"
 FLOW_OFF = "hybrid, flow off"  # the hybrid with its flow switched off at test (``loss_without_flow``): the ablated arm
@@ -88,6 +88,15 @@ def seed_differences(claims: Sequence[Claim], batches: Sequence, precision: Prec
                      arms: Sequence[str], ablated: str = FLOW_OFF) -> dict[str, np.ndarray]:
     """What the looks read after each (``looks.run_in_looks``): ``paired_losses`` of ``seed_losses``."""
     return paired_losses(seed_losses(runs, batches, precision, arms=arms, ablated=ablated), claims)
+
+
+def results_table(runs: Sequence[Run], pairs: int) -> pd.DataFrame:
+    """``experiment.summarize``'s table with each arm's recall accuracy beside it, the mean over seeds of what the
+    MQAR scorer reports at ``pairs`` bindings (``k=<pairs>``) and on pairs no training batch held (``unseen pairs``)."""
+    table = summarize(runs)
+    for column, score in (("accuracy", f"k={pairs}"), ("unseen pairs accuracy", "unseen pairs")):
+        table[column] = [np.mean(by_seed(runs, a, lambda r: r.scores[score])) for a in table.index]
+    return table
 
 
 def gap_closed(losses: Mapping[str, Sequence[float]], arm: str, *, reference: str = "baseline",

@@ -137,6 +137,20 @@ def test_seed_losses_pair_the_arms_by_seed_with_the_flow_off_hybrid_beside_them(
     assert np.allclose(d["hybrid, flow off − null"], np.subtract(off, [3.0, 3.1]))
 
 
+def test_the_results_table_puts_each_arms_mean_recall_accuracy_beside_the_summary():
+    from odebook.study.calibrated import results_table
+
+    def run(model, seed, acc, unseen):
+        return Run(model, seed, 10, History(eval_loss=[2.0], step_time=[0.01]), 2.0, None, 0, float("nan"), 64,
+                   scores={"k=4": acc, "unseen pairs": unseen, "k=8": 0.0})
+
+    runs = [run("baseline", 1, 0.9, 0.5), run("baseline", 0, 0.7, 0.3), run("null", 0, 0.2, 0.1)]
+    table = results_table(runs, 4)
+    assert list(table.index) == ["baseline", "null"] and table.loc["baseline", "seeds"] == 2
+    assert table["accuracy"].tolist() == pytest.approx([0.8, 0.2])
+    assert table["unseen pairs accuracy"].tolist() == pytest.approx([0.4, 0.1])
+
+
 def test_gradient_ratios_are_geometric_means_over_seeds_beside_the_alpha_normalised_span():
     def run(model, seed, replaced):
         norms = {"embedding": [1.0, 1.0], "replaced": [replaced, replaced]}

@@ -139,26 +139,19 @@ alpha = 0.05
 import dataclasses
 import functools
 
-import numpy as np
 import pandas as pd
-import torch
 from IPython.display import Markdown, display
 
-from odebook.data import corpus as data
-from odebook.study import dynamics
 from odebook.book import budget, notebook, plots
-from odebook.study.claims import Claim, declaration, negative_control, paired, settle
-from odebook.study.experiment import by_seed, compare_to, loss_at_depth, run_seeds, summarize, tune_lr
-from odebook.study.looks import run_in_looks
-from odebook.study.lr_grid import check_tried
-from odebook.study.sequential import operating
-from odebook.study.task import lm_task
-from odebook.study.timing import interleaved, training_step
-from odebook.models.lm import block_params
-from odebook.nn.ssm import ModulatedSSM
+from odebook.data import corpus as data
 from odebook.params import SeedPlan, TimeIndexedParams
-from odebook.study.stats import Verdict
-from odebook.training.train import TrainConfig, evaluate
+from odebook.study import dynamics
+from odebook.study import time_indexed as ti
+from odebook.study.claims import declaration, settle
+from odebook.study.experiment import loss_at_depth, run_seeds
+from odebook.study.looks import run_in_looks
+from odebook.study.task import lm_task
+from odebook.training.train import TrainConfig
 
 p, out, precision = notebook.start(TimeIndexedParams, globals())
 print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
@@ -177,45 +170,10 @@ print(f"LayerNorms of the gated models: {p.norm}; Tong's time MLPs: {p.tong_time
 # their own Holm family. The equal-time comparison is descriptive (see "Equal wall-clock").
 
 # %%
-PAIRS = {f"{a} − {b}": (a, b) for a, b in [("ti_mlp", "standard"), ("ti_mlp", "tong"), ("ti_mlp", "ti_mlp_constant"),
-                                           ("ti_ssm", "ti_mlp"), ("ti_mlp", "ti_mlp_twin"),
-                                           ("ti_mlp_twin", "ti_mlp_constant"), ("ti_mlp_full", "standard"),
-                                           ("ti_mlp_full", "tong"),
-                                           ("ti_mlp_dt", "ti_mlp"), ("ode_shared", "standard")]}
-EQUAL_TIME, SSM_OFF = "equal time: ti_ssm − ti_mlp", "ti_ssm with its SSM branch off − ti_mlp"
-PAIRS |= {EQUAL_TIME: ("ti_ssm", "ti_mlp"), SSM_OFF: ("ti_ssm", "ti_mlp")}
-sup = functools.partial(Claim, kind="superiority", margin=p.margin, units="nats")
-source = functools.partial(Claim, kind="non-inferiority", direction="higher", units="nats", primary=False)
-beats = sup("the time-indexed MLP beats both the standard transformer and Tong's model",
-            parts=("ti_mlp − standard", "ti_mlp − tong"))
-matters = sup("time dependence changes the loss: the time-indexed MLP differs from constant modulation (t fixed)",
-              direction="two-sided", parts=("ti_mlp − ti_mlp_constant",))
-ssm = sup("the time-indexed SSM beats the time-indexed MLP (at equal steps)", parts=("ti_ssm − ti_mlp",))
-declared = [
-    beats, negative_control(beats, "ti_mlp − ti_mlp_twin", "the time-indexed MLP beats its twin (another draw)"),
-    matters, negative_control(matters, "ti_mlp − ti_mlp_twin", "the time-indexed MLP differs from its twin"),
-    ssm, negative_control(ssm, SSM_OFF, "the time-indexed SSM with its SSM branch switched off beats the TI-MLP"),
-    source("the seed's 0.136-nat gain over the standard transformer is excluded: TI-MLP − standard lies above it",
-           margin=0.136, parts=("ti_mlp − standard",)),
-    source("the seed's 0.105-nat gain over Tong's model is excluded: TI-MLP − Tong lies above it", margin=0.105,
-           parts=("ti_mlp − tong",)),
-    source("the fork's 0.013-nat gain from time dependence is excluded: TI-MLP − constant lies above it",
-           margin=0.0131, parts=("ti_mlp − ti_mlp_constant",)),
-    sup("the published formula (a gate per weight) beats both the standard transformer and Tong's model",
-        primary=False, parts=("ti_mlp_full − standard", "ti_mlp_full − tong")),
-    sup("dt scaling helps the time-indexed MLP", primary=False, parts=("ti_mlp_dt − ti_mlp",)),
-    sup("ODE integration with shared weights beats the standard transformer", primary=False,
-        parts=("ode_shared − standard",)),
-    Claim("post hoc, after the first run: time dependence through the twin — the twin minus constant modulation",
-          "descriptive", units="nats", primary=False,
-          parts=("ti_mlp_twin − ti_mlp_constant",)),
-    Claim("at equal training time: the SSM's validation loss at the TI-MLP's training time minus the TI-MLP's "
-          "final validation loss", "descriptive", units="nats", primary=False, parts=(EQUAL_TIME,)),
-]
-claims = [c for c in declared if all(m in p.models for part in c.comparisons for m in PAIRS[part])]
+claims = ti.declared_claims(p.models, p.margin)  # those whose arms this profile trains (study.time_indexed)
 primaries = [c for c in claims if c.primary]
 display(Markdown(declaration(claims)))
-equal_claims = [c for c in claims if EQUAL_TIME in c.comparisons]  # settled after the timing (see "Equal wall-clock")
+equal_claims = [c for c in claims if ti.EQUAL_TIME in c.comparisons]  # settled after the timing ("Equal wall-clock")
 claims = [c for c in claims if c not in equal_claims]
 
 # %% [markdown]
@@ -231,24 +189,9 @@ claims = [c for c in claims if c not in equal_claims]
 # and the sources' numbers are not simulated.
 
 # %%
-PILOT_SD = {"ti_mlp − standard": 0.0809, "ti_mlp − tong": 0.0094, "ti_mlp − ti_mlp_constant": 0.0165,
-            "ti_ssm − ti_mlp": 0.0211, "ti_mlp − ti_mlp_twin": 0.0165}
-design, level = p.seed_plan.design, p.alpha / max(len(primaries), 1)
-rows = []
-for c in [*primaries, *(c for c in claims if c.controls)] if p.n_seeds >= 2 else []:
-    for part in (part for part in c.comparisons if part in PILOT_SD):
-        one, sd = dataclasses.replace(c, name=part, parts=(), controls=""), PILOT_SD[part]
-        if c.controls:  # settled once, on the seeds the primaries' looks ran: not held with d = 0 at each stop
-            alone = [operating(one, [n], mean=0.0, sd=sd, alpha=p.alpha).futility for n in design]
-            rows.append({"claim": c.name, "comparison": part, "pilot sd": sd, "decides for it": "—",
-                         "decides against it": " / ".join(f"{f:.0%}" for f in alone) + f" at {design} seeds (d = 0)"})
-            continue
-        good, bad = (operating(one, design, mean=m, sd=sd, alpha=level) for m in (-p.margin, 0.0))
-        rows.append({"claim": c.name, "comparison": part, "pilot sd": sd,
-                     "decides for it": f"{good.efficacy:.0%} (d = −margin)",
-                     "decides against it": f"{bad.futility:.0%} (d = 0)", "mean seeds": round(good.seeds, 1)})
-power_table = pd.DataFrame(rows)
-print(f"looks at {design} seeds, each primary at α = {level:.3g}")
+design = p.seed_plan.design
+power_table = ti.design(claims, design, margin=p.margin, alpha=p.alpha) if p.n_seeds >= 2 else pd.DataFrame()
+print(f"looks at {design} seeds, each primary at α = {p.alpha / max(len(primaries), 1):.3g}")
 display(power_table)
 
 # %% [markdown]
@@ -286,37 +229,15 @@ task = lm_task(splits, **notebook.batch_shape(p))
 config = TrainConfig.from_params(p)
 options = notebook.run_options(p, out)
 log_dir, plan = options.pop("log_dir"), p.seed_plan
-SE = PILOT_SD["ti_mlp − ti_mlp_twin"] / np.sqrt(2)  # one model's validation loss on one seed (the pilot)
-
-
-def one_se(losses, se):
-    """The smallest rate whose loss lies within ``se`` of the lowest (the one-standard-error rule)."""
-    return float(min(lr for lr, loss in losses.dropna().items() if loss <= losses.min() + se))
-
-
-_, lr_table, _ = tune_lr(builders, task, config, precision, lrs=p.lr_grid, seed=plan.tuning,
-                         max_extensions=p.lr_extensions, **options)
-chosen = {n: one_se(lr_table.loc[n], SE) for n in builders}
-tried = {n: [lr for lr in lr_table.columns if pd.notna(lr_table.loc[n, lr])] for n in builders}
-family = [n for n in ("ti_mlp", "ti_mlp_constant", "ti_mlp_twin") if n in builders]
-if len(family) > 1:  # one rate for the three: each trains at every rate any of them tried; the rule on their mean
-    rates = sorted({lr for n in family for lr in tried[n]})
-    _, family_table, _ = tune_lr({n: builders[n] for n in family}, task, config, precision, lrs=rates,
-                                 seed=plan.tuning, **options)
-    lr_table.loc[family, rates] = family_table.loc[family, rates]
-    chosen |= dict.fromkeys(family, one_se(family_table.mean(), SE))  # one tolerance for every arm
-    tried |= dict.fromkeys(family, rates)
-    print(f"{', '.join(family)}: one rate, {chosen[family[0]]:g} (mean validation loss over the three, per rate: "
-          + ", ".join(f"{lr:g} {v:.4f}" for lr, v in family_table.mean().items()) + ")")
-print(f"learning rates tuned on seed {plan.tuning} (one standard error: {SE:.4f} nats); confirmatory seeds "
+rates = ti.tune_rates(builders, task, config, precision, lrs=p.lr_grid, seed=plan.tuning,
+                      max_extensions=p.lr_extensions, **options)
+if rates.family:
+    print(rates.describe())
+print(f"learning rates tuned on seed {plan.tuning} (one standard error: {ti.SE:.4f} nats); confirmatory seeds "
       f"{plan.seeds[0]}–{plan.seeds[-1]}")
-grid_status = check_tried(tried, chosen, p.lr_grid, max_extensions=p.lr_extensions)
-lr_table["chosen lr"] = pd.Series(chosen)
-lr_table["tuning"] = pd.Series({n: c.action for n, c in grid_status.items()})
-notebook.save_table(lr_table, out, "lr_selection")
-display(lr_table.round(4))
-untuned = {n: c.note for n, c in grid_status.items() if c.action != "tuned"}
-for n, note in untuned.items():
+notebook.save_table(rates.table, out, "lr_selection")
+display(rates.table.round(4))
+for n, note in rates.untuned.items():
     print(f"{n}: {note}")
 
 # %% [markdown]
@@ -325,29 +246,9 @@ for n, note in untuned.items():
 # look's seeds the primary claims are examined (study.looks); the study stops once every one has stopped.
 
 # %%
-configs = {n: dataclasses.replace(config, lr=chosen[n]) for n in builders}
-
-
-def test_loss_ssm_off(run):
-    """The trained SSM model's test loss with every SSM branch's output replaced by zeros (the rest as trained)."""
-    off = [m.register_forward_hook(lambda module, args, y: torch.zeros_like(y)) for m in run.module.modules()
-           if isinstance(m, ModulatedSSM)]
-    try:
-        return evaluate(run.module, task.test, precision)
-    finally:
-        for hook in off:
-            hook.remove()
-
-
-def values_of(runs):
-    values = {part: paired(by_seed(runs, a), by_seed(runs, b)) for part, (a, b) in PAIRS.items()
-              if part not in (EQUAL_TIME, SSM_OFF) and {a, b} <= set(p.models)}
-    if {"ti_ssm", "ti_mlp"} <= set(p.models):
-        values[SSM_OFF] = paired(by_seed(runs, "ti_ssm", test_loss_ssm_off), by_seed(runs, "ti_mlp"))
-    return values
-
-
+configs = {n: dataclasses.replace(config, lr=rates.chosen[n]) for n in builders}
 run_arms = functools.partial(run_seeds, builders, task, configs, precision, log_dir=log_dir, **options)
+values_of = functools.partial(ti.seed_differences, p.models, task.test, precision)
 # without primaries (a profile whose models leave none) no look is taken: every seed runs at once
 looked = run_in_looks(run_arms, claims, values_of, plan=plan if primaries else SeedPlan(p.seed, p.n_seeds),
                       alpha=p.alpha)
@@ -363,13 +264,7 @@ display(Markdown(looked.markdown()))
 # every model shares; their ratio to the standard's is the compression. Peak memory is tracked on CUDA only.
 
 # %%
-table = summarize(runs)
-if "standard" in table.index:
-    table = table.join(compare_to(runs, "standard"))
-table["block_params"] = [block_params(next(r.module for r in runs if r.model == m)) for m in table.index]
-if "standard" in table.index:
-    table["compression_vs_standard"] = table.loc["standard", "block_params"] / table.block_params
-table["flops_per_param"] = table.gflops_per_forward * 1e9 / table.params
+table = ti.results_table(runs)
 notebook.save_table(table, out, "results_table")
 display(table.round(4))
 
@@ -389,20 +284,10 @@ notebook.save_figure(plots.validation_curves(runs, table.index), out, "validatio
 
 # %%
 batch = tuple(t.to(precision.device) for t in next(task.batches(p.seed)))
-cuda = precision.device.type == "cuda"
-
-
-def step_of(name):
-    return training_step(next(r.module for r in runs if r.model == name), batch, task.loss_fn, lr=chosen[name],
-                         grad_clip=p.grad_clip, autocast=precision.autocast)
-
-
-timings = {}
-for a_, b_ in (("ti_mlp", "tong"), ("ti_ssm", "ti_mlp")):
-    if {a_, b_} <= set(p.models):
-        timings[a_, b_] = interleaved(step_of(a_), step_of(b_), reps=p.timing_reps,
-                                      sync=torch.cuda.synchronize if cuda else lambda: None)
-        print(f"{a_} / {b_}: {timings[a_, b_]}")
+timings = ti.step_timings(runs, batch, task.loss_fn, rates.chosen, precision, reps=p.timing_reps,
+                         grad_clip=p.grad_clip)
+for (a_, b_), t in timings.items():
+    print(f"{a_} / {b_}: {t}")
 
 # %% [markdown]
 # ## Equal wall-clock
@@ -417,29 +302,13 @@ for a_, b_ in (("ti_mlp", "tong"), ("ti_ssm", "ti_mlp")):
 # the TI-MLP trained for several times its steps, which this study does not do.
 
 # %%
-def at_equal_time(ssm, mlp, ratio):
-    """The SSM's validation loss after as many of its steps as take the TI-MLP's whole training (its steps / the
-    step-time ratio ``ratio``; linear between evaluations, NaN before the SSM's first), minus the TI-MLP's final
-    validation loss."""
-    steps, loss = np.asarray(ssm.history.eval_step), np.asarray(ssm.history.eval_loss)
-    at = mlp.history.eval_step[-1] / ratio
-    return (np.interp(at, steps, loss) if at >= steps[0] else np.nan) - mlp.history.final_eval_loss
-
-
-equal_settled = []
+equal_settled, equal = [], pd.DataFrame()
 if equal_claims:
     r = timings["ti_ssm", "ti_mlp"].ratio.mean
-    pairs = list(zip(by_seed(runs, "ti_ssm", lambda r_: r_), by_seed(runs, "ti_mlp", lambda r_: r_)))
-    gaps = [at_equal_time(a, b, r) for a, b in pairs]
-    equal = pd.DataFrame([{"seed": a.seed, "ti_mlp steps": b.history.eval_step[-1],
-                           "ti_ssm steps in that time": b.history.eval_step[-1] / r,
-                           "ti_mlp final val loss": b.history.final_eval_loss,
-                           "ti_ssm final val loss": a.history.final_eval_loss,
-                           "ti_ssm val loss at ti_mlp's time": b.history.final_eval_loss + gap}
-                          for (a, b), gap in zip(pairs, gaps)])
-    notebook.save_table(equal.set_index("seed"), out, "equal_time")
+    equal, gaps = ti.equal_time(runs, r)
+    notebook.save_table(equal, out, "equal_time")
     display(equal.round(4))
-    equal_settled = settle(equal_claims, {EQUAL_TIME: gaps}, alpha=p.alpha)
+    equal_settled = settle(equal_claims, {ti.EQUAL_TIME: gaps}, alpha=p.alpha)
     print(f"SSM step / TI-MLP step = {r:.3g} (interleaved): {p.steps} TI-MLP steps take as long as "
           f"{p.steps / r:.0f} SSM steps")
 
@@ -515,33 +384,22 @@ frac = p.steps * p.batch_size * p.seq_len / len(splits.train)
 scale = (f"early learning: {p.steps} steps × {p.batch_size} × {p.seq_len} {p.tokenizer} tokens = {frac:.1%} of an "
          f"epoch; d {p.d_model}, {p.n_layer} depth steps; {looked.seeds} seeds (source: d 256, 6 steps, 1000 steps "
          "× 8 × 128 bytes)")
-verdicts = []
-for settled in [*looked.settled, *equal_settled]:  # a claim whose negative control held reads void (study.looks)
-    arms = sorted({m for part in settled.claim.comparisons for m in PAIRS[part]} & set(untuned))
-    flag = "rests on untuned learning rates: " + "; ".join(f"{n} ({untuned[n]})" for n in arms) if arms else ""
-    note = "; ".join(x for x in (settled.note, flag) if x)
-    verdicts.append(dataclasses.replace(settled, note=note).verdict(scale))
+# a claim whose negative control held reads void (study.looks); one resting on an untuned rate says so
+verdicts = [ti.flag_untuned(s, rates.untuned).verdict(scale) for s in [*looked.settled, *equal_settled]]
 if ("ti_mlp", "tong") in timings:
     verdicts.append(timings["ti_mlp", "tong"].verdict("a time-indexed MLP training step is faster than a Tong step",
                                                       scale=scale))
-for name in ("ti_mlp", "ti_mlp_full"):
-    if {name, "standard"} <= set(table.index):
-        ratio = table.loc[name, "compression_vs_standard"]
-        verdicts.append(Verdict(f"{name} has at least {p.compression_target:g}× fewer block parameters than the "
-                                "standard transformer", "held" if ratio >= p.compression_target else "not held",
-                                f"{table.loc['standard', 'block_params']:,} / {table.loc[name, 'block_params']:,} = "
-                                f"{ratio:.2f}×", scale))
+verdicts += ti.compression_verdicts(table, p.compression_target, scale)
 notebook.show_verdicts(verdicts)
 
 # %%
 notebook.save_results(
     out,
     headline={**{f"{m} test loss": table.loc[m, "test_loss"] for m in table.index},
-              **{f"{m} lr": chosen[m] for m in table.index}, "seeds": looked.seeds,
+              **{f"{m} lr": rates.chosen[m] for m in table.index}, "seeds": looked.seeds,
               **{f"{a} / {b} step time": t.ratio.mean for (a, b), t in timings.items()}},
     verdicts=verdicts, data=splits.description, precision=str(precision), parameters=p.to_dict(),
-    lr_selection=lr_table.reset_index().to_dict("records"), lr_tuning={n: c.note for n, c in grid_status.items()},
-    design=power_table.to_dict("records"), looks=looked.markdown(), summary=table.reset_index().to_dict("records"),
-    equal_time=equal.to_dict("records") if {"ti_ssm", "ti_mlp"} <= set(p.models) else [],
-    timings={f"{a} / {b}": str(t) for (a, b), t in timings.items()},
-    rediscretisation=redisc.to_dict("records"), dynamics=dyn.to_dict("records"), runs=[r.record() for r in runs])
+    lr_selection=rates.table, lr_tuning={n: c.note for n, c in rates.status.items()}, design=power_table,
+    looks=looked.markdown(), summary=table, equal_time=equal, timings={f"{a} / {b}": str(t) for (a, b), t in
+                                                                        timings.items()},
+    rediscretisation=redisc, dynamics=dyn, runs=[r.record() for r in runs])

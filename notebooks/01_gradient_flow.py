@@ -135,7 +135,6 @@ dynamics_sequences = 2
 dynamics_tokens = 8
 
 # %%
-import dataclasses
 import functools
 
 import numpy as np
@@ -151,9 +150,8 @@ from odebook.nn.ode import evaluations_per_forward
 from odebook.params import GradientFlowParams
 from odebook.study import calibrated, dynamics
 from odebook.study.claims import declaration
-from odebook.study.experiment import by_seed, run_seeds, summarize, tune_lr
-from odebook.study.looks import run_in_looks
-from odebook.study.lr_grid import check_tried
+from odebook.study.experiment import by_seed, run_seeds, summarize
+from odebook.study.looks import tune_then_look
 from odebook.study.recall import mqar_task
 from odebook.study.stats import mean_ci
 from odebook.study.task import lm_task
@@ -199,35 +197,26 @@ if len(design):
     display(design.round(3))
 
 # %% [markdown]
-# ## Learning rates, tuned per arm
+# ## Runs: a learning rate per arm, then the seeds a look at a time
 # Each arm trains on a seed of its own (`p.seed_plan.tuning`, past the last confirmatory seed) at every rate of
 # `lr_grid`; the lowest final validation loss chooses. The same grid, steps and batches for every arm. A choice at an
 # edge of the grid is flagged untuned (odebook.study.lr_grid); the pilot above tried the hybrid further, up to 1e-2.
-# %%
-config = TrainConfig.from_params(p, steps=p.task_steps)
-options = notebook.run_options(p, out)
-log_dir = options.pop("log_dir")
-chosen, lr_table, _ = tune_lr(builders, task, config, precision, lrs=p.lr_grid, seed=p.seed_plan.tuning, **options)
-grid = check_tried({a: p.lr_grid for a in builders}, chosen, p.lr_grid)
-lr_table["chosen lr"], lr_table["tuning"] = pd.Series(chosen), pd.Series({a: g.note for a, g in grid.items()})
-notebook.save_table(lr_table, out, "lr_selection")
-display(lr_table.round(4))
-configs = {a: dataclasses.replace(config, lr=chosen[a]) for a in builders}
-
-# %% [markdown]
-# ## Runs, a look at a time
-# After each look the primaries are examined (odebook.study.looks); the study stops once both have stopped. The
-# flow-off loss of each hybrid is taken on the same test batches.
+# Then every arm at its rate; after each look the primaries are examined (odebook.study.looks), and the study stops
+# once both have stopped. The flow-off loss of each hybrid is taken on the same test batches.
 
 # %%
 def groups(name, model):
     return layer_groups(model, cfg.replaced_blocks(name))
 
 
-run_arms = functools.partial(run_seeds, builders, task, configs, precision, groups=groups, log_dir=log_dir,
-                             **options)
+options = notebook.run_options(p, out)
 values_of = functools.partial(calibrated.seed_differences, claims, task.test, precision, arms=list(builders))
-looked = run_in_looks(run_arms, claims, values_of, plan=p.seed_plan, alpha=p.alpha)
+looked, lr_table, grid = tune_then_look(builders, task, TrainConfig.from_params(p, steps=p.task_steps), precision,
+                                        claims, values_of, lrs=p.lr_grid, plan=p.seed_plan, alpha=p.alpha,
+                                        run_only={"groups": groups, "log_dir": options.pop("log_dir")}, **options)
+chosen = lr_table["chosen lr"]
+notebook.save_table(lr_table, out, "lr_selection")
+display(lr_table.round(4))
 runs = looked.runs
 losses = calibrated.seed_losses(runs, task.test, precision, arms=list(builders))
 print(f"ran {looked.seeds} seeds of {p.n_seeds}")
@@ -330,5 +319,6 @@ headline = {
 }
 notebook.save_results(out, headline, verdicts=verdicts, precision=str(precision), parameters=p.to_dict(), summary=table,
                       per_seed=per_seed, declared=declaration(claims), design=design, lr_selection=lr_table,
+                      lr_tuning={a: g.note for a, g in grid.items()},
                       looks=looked.markdown(), gradient_ratios=ratio_table, alphas=alphas, dynamics=dyn,
                       wikitext=lm_table, runs=[r.record() for r in runs + lm_runs])

@@ -99,38 +99,23 @@ alpha = 0.05
 import dataclasses
 import functools
 
-import numpy as np
 import pandas as pd
-import torch
-import torch.nn.functional as F
 from IPython.display import Markdown, display
 
-from odebook.data import corpus as data
 from odebook.book import budget, notebook, plots
-from odebook.data import mqar
-from odebook.study import recall, retrieval, scaling
-from odebook.study.capacity import capacity
-from odebook.study.claims import Claim, declaration, negative_control, paired, settle
-from odebook.study.looks import run_in_looks, void_by_controls
-from odebook.data import tasks
-from odebook.study.experiment import by_seed, run_seeds, summarize, tune_lr, tune_then_run
-from odebook.study.lr_grid import check_tried
-from odebook.study.task import lm_task
-from odebook.models.lm import block_params
-from odebook.nn.delta_rule import fla_kernel, gated_delta_rule_chunked, gated_delta_rule_reference
+from odebook.data import corpus as data
+from odebook.data import mqar, tasks
 from odebook.params import GDNScalingParams
-from odebook.study.stats import Verdict, bounded_mean_ci, decide, power_law_fit, proportion_ci
+from odebook.study import capacity, recall, retrieval, scaling
+from odebook.study.claims import declaration, settle
+from odebook.study.looks import tune_then_look, void_by_controls
+from odebook.study.task import lm_task
 from odebook.training.train import TrainConfig
 
 p, out, precision = notebook.start(GDNScalingParams, globals())
 print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 tok = data.get_tokenizer(p.tokenizer)
-seeds = p.seed_plan.seeds
-def size_name(i):
-    return f"d{p.ladder_d[i]}×{p.ladder_layers[i]}"
-
-
-print(f"sizes (width × GDN layers): {[size_name(i) for i in range(len(p.ladder_d))]}; tokenizer {tok.name}")
+print(f"sizes (width × GDN layers): {[scaling.size_name(p, i) for i in range(len(p.ladder_d))]}; tokenizer {tok.name}")
 
 # %% [markdown]
 # ## Mechanism validation
@@ -138,19 +123,7 @@ print(f"sizes (width × GDN layers): {[size_name(i) for i in range(len(p.ladder_
 # (MSE < 0.01), for every implementation available here.
 
 # %%
-K = 64
-keys = torch.linalg.qr(torch.randn(K, K, generator=torch.Generator().manual_seed(p.seed)))[0].T
-values = torch.randn(K, K, generator=torch.Generator().manual_seed(p.seed + 1))
-implementations = {"reference": gated_delta_rule_reference,
-                   "chunked": functools.partial(gated_delta_rule_chunked, chunk_size=p.chunk_size)}
-if precision.device.type == "cuda" and (kernel := fla_kernel()) is not None:
-    implementations["fla-core (CUDA)"] = functools.partial(kernel, output_final_state=True)
-mechanism = {}
-for name, fn in implementations.items():
-    k = keys[None, :, None, :].to(precision.device)
-    _, S = fn(k, k, values[None, :, None, :].to(precision.device), torch.zeros(1, K, 1, device=precision.device),
-              torch.ones(1, K, 1, device=precision.device))
-    mechanism[name] = F.mse_loss(keys.to(S.device) @ S[0, 0], values.to(S.device)).item()
+mechanism = capacity.store_and_retrieve(p.chunk_size, seed=p.seed, device=precision.device)
 display(pd.Series(mechanism, name="retrieval MSE").to_frame())
 
 # %% [markdown]
@@ -248,84 +221,24 @@ display(pd.Series(mechanism, name="retrieval MSE").to_frame())
 # against Zoology's 100,000 sequences × 64 epochs) and runs no Zoology-size point.
 
 # %%
-V = mqar.Vocab(p.mqar_keys)
-small, large, ks, ZERO = f"gdn d{p.mqar_d[0]}", f"gdn d{p.mqar_d[-1]}", p.mqar_eval_ks, "state zeroed"
-k_few, k_most = min(ks), max(ks)
-score_sets = recall.scoring_sets(vocab=V, ks=ks, batch_size=p.mqar_batch_size, seq_len=p.mqar_seq_len,
-                                 power_a=p.mqar_power_a, seed=p.eval_seed + p.seed)  # a new series, new sequences
-recall_task = recall.mqar_task(vocab=V, train_ks=p.mqar_train_ks, eval_ks=ks, batch_size=p.mqar_batch_size,
-                               seq_len=p.mqar_seq_len, eval_batches=p.mqar_eval_batches, power_a=p.mqar_power_a,
-                               device=precision.device, first=score_sets, ablations={ZERO: retrieval.ABLATIONS[ZERO]})
+V, ks = mqar.Vocab(p.mqar_keys), p.mqar_eval_ks
+score_sets, recall_task, shortcut = capacity.recall_task(p, V, precision.device)  # scoring sets: a new series
 mqar_arms = {name: arm.build for name, arm in p.mqar_arms().items()}
-shortcut = {k: float(np.mean([recall.non_binder(b, V) for b in sets])) for k, sets in score_sets.items()}
 print(f"MQAR: {V.size} tokens, chance {mqar.chance(V):.3f}; the best non-binder at the first query "
       + ", ".join(f"k={k}: {a:.3f}" for k, a in shortcut.items()))
 
-no_state_small, no_state_large = f"no state d{p.mqar_d[0]}", f"no state d{p.mqar_d[-1]}"
-BINDS, NO_STATE = f"k={k_few}: {large}, as drawn − re-bound", f"k={k_few}: {no_state_large}, as drawn − re-bound"
-FILLS, KEEPS = f"{large}: binding at k={k_few} − at k={k_most}", f"attention: binding at k={k_few} − at k={k_most}"
-MORE, WIDER = f"mean over k: binding, {large} − {small}", f"mean over k: binding, {no_state_large} − {no_state_small}"
-claim = functools.partial(Claim, kind="exceeds", margin=p.mqar_margin, direction="higher", units="accuracy")
-binds = claim(f"the largest GDN state ({large}) binds: at {k_few} pairs it answers the first query better on the "
-              f"sequences as drawn than re-bound, by more than {p.mqar_margin:g}", parts=(BINDS,))
-fills = claim(f"the {large} state fills up: its binding falls from {k_few} to {k_most} pairs by more than "
-              f"{p.mqar_margin:g}", parts=(FILLS,))
-more = claim(f"a larger state binds more: the {large} stack's binding minus the {small} stack's, averaged over k in "
-             f"{ks}, exceeds {p.mqar_margin:g}", parts=(MORE,))
-mqar_claims = [
-    binds, negative_control(binds, NO_STATE, f"the no-state control (window {p.mqar_control_window}, d "
-                                             f"{p.mqar_d[-1]}) binds at {k_few} pairs by more than {p.mqar_margin:g}"),
-    fills, negative_control(fills, KEEPS, f"attention, which keeps every pair, fills up from {k_few} to {k_most} "
-                                          f"pairs by more than {p.mqar_margin:g}"),
-    more, negative_control(more, WIDER, f"a wider stack with no state binds more: the no-state control at d "
-                                        f"{p.mqar_d[-1]} minus at d {p.mqar_d[0]}, averaged over k, exceeds "
-                                        f"{p.mqar_margin:g}")]
+arms = capacity.Arms(tuple(p.mqar_d), tuple(ks), p.mqar_margin, p.mqar_control_window)  # names each comparison once
+mqar_claims = capacity.binding_claims(arms)
 display(Markdown(declaration(mqar_claims)))
-
-
-def acc(runs_, arm, k, ablation="", rebound=False):
-    """Per seed (in seed order): ``arm``'s first-query accuracy at ``k`` pairs on the scoring sets, as drawn or
-    re-bound, normal or with its GDN state zeroed (``ablation`` = ZERO)."""
-    name = recall.first_name(k, ablation=ablation, rebound=rebound)
-    return np.array(by_seed(runs_, arm, lambda r: r.scores[name]))
-
-
-def binding(runs_, arm, k, ablation=""):
-    """Per seed: first-query accuracy on the sequences as drawn minus on the same sequences re-bound — zero in
-    expectation for any model that does not use which value stands beside which key."""
-    return acc(runs_, arm, k, ablation) - acc(runs_, arm, k, ablation, rebound=True)
-
-
-def all_queries(runs_, arm, k):
-    """Per seed: ``arm``'s accuracy over every query at ``k`` pairs (``"unseen"``: the held-out pairs)."""
-    name = "unseen pairs" if k == "unseen" else f"k={k}"
-    return np.array(by_seed(runs_, arm, lambda r: r.scores[name]))
-
-
-def mqar_values(runs_):
-    b = functools.partial(binding, runs_)
-    return {BINDS: b(large, k_few), NO_STATE: b(no_state_large, k_few),
-            FILLS: b(large, k_few) - b(large, k_most), KEEPS: b("attention", k_few) - b("attention", k_most),
-            MORE: np.mean([b(large, k) - b(small, k) for k in ks], axis=0),
-            WIDER: np.mean([b(no_state_large, k) - b(no_state_small, k) for k in ks], axis=0)}
-
-
 mqar_options = notebook.run_options(p, out, "mqar")
-mqar_log = mqar_options.pop("log_dir")
-mqar_train = TrainConfig.from_params(p, steps=p.mqar_steps)
-mqar_lr, mqar_lr_table, _ = tune_lr(mqar_arms, recall_task, mqar_train, precision, lrs=p.mqar_lr_grid,
-                                    seed=p.seed_plan.tuning, max_extensions=p.mqar_lr_extensions, **mqar_options)
-mqar_tried = {n: [lr for lr in mqar_lr_table.columns if pd.notna(mqar_lr_table.loc[n, lr])] for n in mqar_arms}
-mqar_tuning = check_tried(mqar_tried, mqar_lr, p.mqar_lr_grid, max_extensions=p.mqar_lr_extensions)
-mqar_lr_table["chosen lr"], mqar_lr_table["tuning"] = pd.Series(mqar_lr), pd.Series(
-    {n: c.action for n, c in mqar_tuning.items()})
+mqar_looked, mqar_lr_table, mqar_tuning = tune_then_look(
+    mqar_arms, recall_task, TrainConfig.from_params(p, steps=p.mqar_steps), precision, mqar_claims,
+    functools.partial(capacity.binding_values, arms), lrs=p.mqar_lr_grid, plan=p.seed_plan, alpha=p.alpha,
+    max_extensions=p.mqar_lr_extensions, run_only={"keep": False, "log_dir": mqar_options.pop("log_dir")},
+    **mqar_options)
+mqar_runs, mqar_lr = mqar_looked.runs, mqar_lr_table["chosen lr"]
 notebook.save_table(mqar_lr_table, out, "mqar_lr_selection")
 display(mqar_lr_table.round(4))
-mqar_configs = {n: dataclasses.replace(mqar_train, lr=mqar_lr[n]) for n in mqar_arms}
-mqar_run = functools.partial(run_seeds, mqar_arms, recall_task, mqar_configs, precision, keep=False,
-                             log_dir=mqar_log, **mqar_options)
-mqar_looked = run_in_looks(mqar_run, mqar_claims, mqar_values, plan=p.seed_plan, alpha=p.alpha)
-mqar_runs = mqar_looked.runs
 print(f"{mqar_looked.seeds} of {p.n_seeds} seeds ran; learning rates tuned on seed {p.seed_plan.tuning}")
 display(Markdown(mqar_looked.markdown()))
 
@@ -336,44 +249,16 @@ display(Markdown(mqar_looked.markdown()))
 # per GDN size; and the positive control.
 
 # %%
-rows = []
-for arm in mqar_arms:
-    for k in ks:
-        ci, bound = bounded_mean_ci(acc(mqar_runs, arm, k)), bounded_mean_ci(binding(mqar_runs, arm, k), low=-1)
-        rows.append({"arm": arm, "k": k, "first query": ci.mean, "seed lo": ci.low, "seed hi": ci.high,
-                     "n": mqar_looked.seeds, "best non-binder": shortcut[k], "excess": ci.mean - shortcut[k],
-                     "re-bound": acc(mqar_runs, arm, k, rebound=True).mean(), "binding": bound.mean,
-                     "binding lo": bound.low, "binding hi": bound.high,
-                     "state zeroed": acc(mqar_runs, arm, k, ZERO).mean() if arm.startswith("gdn") else np.nan,
-                     "all queries": all_queries(mqar_runs, arm, k).mean(),
-                     "unseen pairs (all queries)": (all_queries(mqar_runs, arm, "unseen").mean() if k == k_most
-                                                    else np.nan),
-                     "chance": mqar.chance(V), "lr": mqar_lr[arm]})
-mqar_table = pd.DataFrame(rows).set_index(["arm", "k"])
+mqar_table = capacity.binding_table(mqar_runs, list(mqar_arms), ks, non_binder=shortcut, chance=mqar.chance(V),
+                                    lrs=mqar_lr)
 notebook.save_table(mqar_table, out, "mqar_accuracy")
 display(mqar_table.round(3))
-capacities = {d: capacity(ks, np.array([binding(mqar_runs, f"gdn d{d}", k) for k in ks]).T, threshold=0.5)
-              for d in p.mqar_d}
-capacity_table = pd.DataFrame([{"arm": f"gdn d{d}", "state (numbers)": p.mqar_layers * d * d // p.n_head,
-                                "capacity": c.estimate, "lo": c.low, "hi": c.high, "lower bound": c.lower_bound,
-                                "seeds": c.n} for d, c in capacities.items()]).set_index("arm")
+capacities, capacity_table = capacity.capacity_table(mqar_runs, p.mqar_d, ks, layers=p.mqar_layers, n_head=p.n_head)
 notebook.save_table(capacity_table, out, "mqar_capacity")
 display(capacity_table)
-queries = recall.SCORING_BATCHES * p.mqar_batch_size  # first queries per k and seed
-pooled = {k: proportion_ci(round(acc(mqar_runs, "attention", k).sum() * queries), queries * mqar_looked.seeds,
-                           method="exact") for k in ks}
-above = {k: ci.low > shortcut[k] + p.mqar_margin for k, ci in pooled.items()}
-below = {k: ci.high < shortcut[k] + p.mqar_margin for k, ci in pooled.items()}
-positive = Verdict(f"positive control: attention (d {p.mqar_d[-1]}) answers the first query above the best non-binder "
-                   f"by more than {p.mqar_margin:g} at every k in {ks}",
-                   "held" if all(above.values()) else "not held" if any(below.values()) else "inconclusive",
-                   "; ".join(f"k={k}: {ci.mean:.4f} [{ci.low:.4f}, {ci.high:.4f}] against {shortcut[k]:.3f} + "
-                             f"{p.mqar_margin:g}" for k, ci in pooled.items())
-                   + f" (exact 95 % intervals of {queries * mqar_looked.seeds} first queries pooled over seeds)",
-                   "", "the exact binomial interval, pooled over seeds", "positive control, alone at α")
-print(positive)
-for d, cap in capacities.items():
-    print(f"gdn d{d}: {cap} (binding ≥ 0.5)")
+positive = capacity.positive_control(mqar_runs, ks, non_binder=shortcut, margin=p.mqar_margin, width=p.mqar_d[-1],
+                                     queries=recall.SCORING_BATCHES * p.mqar_batch_size)  # first queries per k, seed
+print(positive, *(f"gdn d{d}: {cap} (binding ≥ 0.5)" for d, cap in capacities.items()), sep="\n")
 
 # %%
 notebook.save_figure(plots.mqar_capacity(mqar_table, ks, shortcut, mqar.chance(V)), out, "mqar_capacity")
@@ -390,20 +275,7 @@ notebook.save_figure(plots.mqar_capacity(mqar_table, ks, shortcut, mqar.chance(V
 # with no memory, varying from seed to seed like the trained ones.
 
 # %%
-stages = tasks.equal_stages(p.curriculum, p.retrieval_steps)
-eval_sets = tasks.evaluation_sets(p.retrieval_eval_examples, p.eval_seed, ks=p.ks, n_filler=max(p.curriculum))
-retrieval_valid = [tasks.batch(eval_sets[("random", max(p.ks))][:p.retrieval_batch_size], tok)[:2]]
-sizes = {f"retrieval_{size_name(i)}": i for i in p.retrieval_sizes}
-
-
-bindings = {n: retrieval.curriculum_task(tok, batch_size=p.retrieval_batch_size, stages=stages, ks=p.ks,
-                                        valid=retrieval_valid, sets=eval_sets, device=precision.device, window=p.window,
-                                        ablations=("normal", "state zeroed"), size=size_name(i))
-            for n, i in sizes.items()}  # scored normal and with the state zeroed
-retrieval_runs = run_seeds({n: p.size_config(i, "gdn").build for n, i in sizes.items()}, bindings,
-                           TrainConfig.from_params(p, steps=p.retrieval_steps), precision, seeds=seeds,
-                           keep=False, **notebook.run_options(p, out, "retrieval"))
-retrieval_runs = sorted(retrieval_runs, key=lambda r: list(sizes).index(r.model))  # by size, seeds in order
+retrieval_runs = retrieval.colour_runs(p, tok, precision, **notebook.run_options(p, out, "retrieval"))
 origins = {f"{r.model}_seed{r.seed}": r.origin for r in retrieval_runs}
 print("runs:", ", ".join(f"{run} {origin}" for run, origin in origins.items()))
 scored = pd.concat([r.scores for r in retrieval_runs])
@@ -432,59 +304,24 @@ display(retrieval.summary(facts, ["size", "set"]).round(3).rename(columns={"exam
 
 # %%
 splits = data.tokenize(data.load_corpus(p.corpus), tok)
-print(splits.description)
-tokens_per_size = p.steps * p.batch_size * p.seq_len
-print(f"tokens per size: {tokens_per_size:,} ({p.steps} steps × {p.batch_size} × {p.seq_len})")
+print(splits.description, f"tokens per size: {p.steps * p.batch_size * p.seq_len:,} ({p.steps} steps × "
+      f"{p.batch_size} × {p.seq_len})", sep="\n")
 task = lm_task(splits, **notebook.batch_shape(p))
-ladder_rows, lr_rows, runs_record, ladder_losses = [], [], [], {}
-for s in p.series:
-    for i in range(len(p.ladder_d)):
-        name = f"{s} {size_name(i)}"
-        runs, tried, chosen = tune_then_run({name: p.size_config(i, s).build}, task, TrainConfig.from_params(p),
-                                            precision, lrs=p.lr_grid, plan=p.seed_plan,
-                                            **notebook.run_options(p, out, "lm"))
-        best = chosen[name]
-        lr_rows += [{"series": s, "size": size_name(i), "lr": lr, "val_loss": loss, "chosen": lr == best}
-                    for lr, loss in tried.loc[name].items()]
-        runs_record += [r.record() for r in runs]
-        row = summarize(runs).iloc[0].to_dict()
-        ladder_losses[s, size_name(i)] = [r.history.final_eval_loss for r in runs]
-        ladder_rows.append({"series": s, "size": size_name(i), "lr": best, "tokens": tokens_per_size,
-                            "non-embedding params": block_params(runs[0].module),
-                            "tokens per parameter": tokens_per_size / block_params(runs[0].module), **row})
-lr_choice = pd.DataFrame(lr_rows).set_index(["series", "size", "lr"])
-ladder = pd.DataFrame(ladder_rows).set_index(["series", "size"])
-notebook.save_table(lr_choice, out, "lr_choice")
-notebook.save_table(ladder, out, "lm_ladder")
-display(lr_choice.round(4))
-display(ladder[["lr", "tokens", "non-embedding params", "tokens per parameter", "seeds", "val_loss", "val_loss_lo",
-                "val_loss_hi", "val_ppl", "test_ppl", "ms_per_step"]].round(4))
+ladder = scaling.run_ladder(p, task, precision, **notebook.run_options(p, out, "lm"))
+notebook.save_table(ladder.lr_choice, out, "lr_choice")
+notebook.save_table(ladder.table, out, "lm_ladder")
+display(ladder.lr_choice.round(4))
+display(ladder.table[["lr", "tokens", "non-embedding params", "tokens per parameter", "seeds", "val_loss",
+                      "val_loss_lo", "val_loss_hi", "val_ppl", "test_ppl", "ms_per_step"]].round(4))
 
 # %%
-fits = {s: power_law_fit(ladder.loc[s, "non-embedding params"].tolist(), ladder.loc[s, "val_loss"].tolist())
-        for s in p.series}
-
-
-def go_no_go(s):
-    """The source's rule on α's 95 % interval — go when it clears 0.3, no-go when it lies below 0.1 — with α's
-    interval from a bootstrap over seeds, where this ladder can apply it (odebook.study.scaling.decidable); otherwise
-    "not testable at this scale", saying what it lacks."""
-    fit, lad = fits[s], ladder.loc[s]
-    boot = scaling.seed_bootstrap(lad["non-embedding params"].tolist(), [ladder_losses[s, size] for size in lad.index])
-    evidence = (f"α = {fit.alpha:.3f}; across seeds (bootstrap) [{boot.low:.3f}, {boot.high:.3f}]; the fit's own "
-                f"interval [{fit.alpha_low:.3f}, {fit.alpha_high:.3f}], {fit.n_points} sizes")
-    lacks = scaling.decidable(fit.n_points, lad["tokens per parameter"].tolist())
-    if lacks:
-        return "not testable at this scale", f"{evidence}; {lacks}"
-    go, stop = decide(boot, 0.3, claim="above"), decide(boot, 0.1, claim="below")
-    return "held" if go == "held" else "not held" if stop == "held" else "inconclusive", evidence
-
-
-for s in fits:
-    print(s, *go_no_go(s))
+fits = ladder.fits()
+go_no_go = scaling.go_no_go_verdicts(fits, ladder, p)  # the source's rule on α, where the ladder can apply it
+for s, v in zip(fits, go_no_go):
+    print(s, v.outcome, v.evidence)
 
 # %%
-fig = plots.capacity_distance_scaling(by_k, by_distance, ladder, fits, bins=retrieval.BINS, chance=tasks.CHANCE,
+fig = plots.capacity_distance_scaling(by_k, by_distance, ladder.table, fits, bins=retrieval.BINS, chance=tasks.CHANCE,
                                       window=p.window, seeds=p.n_seeds)
 notebook.save_figure(fig, out, "capacity_distance_scaling")
 
@@ -503,38 +340,16 @@ notebook.save_figure(fig, out, "capacity_distance_scaling")
 retrieval_scale = (f"{tok.name} prompts of {max(p.ks)} bindings + {max(p.curriculum)} filler sentences, "
                    f"{p.retrieval_steps} steps × {p.retrieval_batch_size} prompts, {p.n_seeds} seeds "
                    "(source: one fact per prompt, 100 distractors, 1500 steps)")
-colour_claims, colour_values = [], {}
-for size in [size_name(i) for i in p.retrieval_sizes]:
-    for set_, what in (("random", "names to colours"), ("unseen pairs", "held-out pairs (never bound in training)")):
-        part, where = f"{size}, {set_}: accuracy − shortcut", {"size": size, "set": set_, "k": max(p.ks)}
-        colour_values[part] = paired(retrieval.per_seed(facts, seeds, **where),
-                                     retrieval.per_seed(facts, seeds, shortcut=True, **where))
-        colour_claims.append(Claim(f"the {size} GDN state binds {max(p.ks)} {what} beyond the best shortcut",
-                                   "superiority", p.mqar_margin, "higher", "accuracy", primary=False, parts=(part,)))
-        if set_ == "random":  # the same test on the stack with its state zeroed: a model that binds nothing
-            colour_values[f"{part}, state zeroed"] = paired(
-                retrieval.per_seed(memoryless, seeds, **where),
-                retrieval.per_seed(memoryless, seeds, shortcut=True, **where))
-            colour_claims.append(negative_control(colour_claims[-1], f"{part}, state zeroed",
-                                                  f"the {size} stack with its state zeroed binds {what} beyond the "
-                                                  "best shortcut"))
+colour_claims, colour_values = retrieval.colour_claims(facts, memoryless, p.seed_plan.seeds, k=max(p.ks),
+                                                       margin=p.mqar_margin,
+                                                       sizes=[scaling.size_name(p, i) for i in p.retrieval_sizes])
 colour_settled = void_by_controls(settle(colour_claims, colour_values, alpha=p.alpha))
 mqar_scale = (f"MQAR, {p.mqar_keys} keys, k {p.mqar_eval_ks} in {p.mqar_seq_len} tokens, {p.mqar_layers}-layer stacks "
               f"d {p.mqar_d}, {p.mqar_steps} steps × {p.mqar_batch_size}, {mqar_looked.seeds} seeds (Zoology: up to "
               "64 pairs in 256–1024 tokens, widths 64–512)")
-verdicts = [Verdict("every implementation stores and retrieves (MSE < 0.01)",
-                    "held" if all(v < 0.01 for v in mechanism.values()) else "not held",
-                    ", ".join(f"{k}: {v:.2g}" for k, v in mechanism.items()), "K = 64, one head"),
-            *(settled.verdict(mqar_scale) for settled in mqar_looked.settled),
+verdicts = [capacity.mechanism_verdict(mechanism), *(settled.verdict(mqar_scale) for settled in mqar_looked.settled),
             dataclasses.replace(positive, scale=mqar_scale),
-            *(settled.verdict(retrieval_scale) for settled in colour_settled)]
-for s in fits:
-    outcome, evidence = go_no_go(s)
-    verdicts.append(Verdict(f"go/no-go on the {s} ladder's scaling exponent: go (α > 0.3)", outcome, evidence,
-                            f"{len(p.ladder_d)} sizes d {p.ladder_d}, {tokens_per_size:,} tokens each "
-                            f"({ladder.loc[s, 'tokens per parameter'].min():.2g}–"
-                            f"{ladder.loc[s, 'tokens per parameter'].max():.2g} per parameter), context {p.seq_len}",
-                            "the source's rule on α's interval", "outside the families"))
+            *(settled.verdict(retrieval_scale) for settled in colour_settled), *go_no_go]
 notebook.show_verdicts(verdicts)
 
 # %%
@@ -543,17 +358,16 @@ notebook.save_results(
     headline={**{f"capacity gdn d{d} (largest k binding ≥ 0.5)":
                  f"{c.estimate} [{c.low}, {c.high}]" for d, c in capacities.items()},
               **{f"{arm} first-query acc at k={k} (best non-binder {shortcut[k]:.2f})":
-                 mqar_table.loc[(arm, k), "first query"] for arm in ("attention", small, large) for k in ks},
-              **{f"{arm} binding at k={k}": mqar_table.loc[(arm, k), "binding"] for arm in (small, large) for k in ks},
+                 mqar_table.loc[(arm, k), "first query"] for arm in ("attention", arms.small, arms.large) for k in ks},
+              **{f"{arm} binding at k={k}": mqar_table.loc[(arm, k), "binding"] for arm in (arms.small, arms.large)
+                 for k in ks},
               **{f"{s} alpha": fits[s].alpha for s in p.series},
               **{f"{size} acc at k={max(p.ks)} (best shortcut)": f"{r.acc:.2f} ({r['best shortcut']:.2f})"
                  for (size, k), r in by_k.xs("random", level="set").iterrows() if k == max(p.ks)}},
     data=splits.description, precision=str(precision), parameters=p.to_dict(), mechanism=mechanism,
-    retrieval_by_k=by_k.reset_index().to_dict("records"), by_distance=by_distance.reset_index().to_dict("records"),
-    lr_choice=lr_choice.reset_index().to_dict("records"), ladder=ladder.reset_index().to_dict("records"),
-    runs=runs_record, retrieval_runs=origins, mqar=mqar_table.reset_index().to_dict("records"),
-    mqar_capacity=capacity_table.reset_index().to_dict("records"), mqar_non_binder=shortcut,
-    mqar_lr_selection=mqar_lr_table.reset_index().to_dict("records"),
+    retrieval_by_k=by_k, by_distance=by_distance, lr_choice=ladder.lr_choice, ladder=ladder.table,
+    runs=ladder.records, retrieval_runs=origins, mqar=mqar_table, mqar_capacity=capacity_table,
+    mqar_non_binder=shortcut, mqar_lr_selection=mqar_lr_table,
     mqar_lr_tuning={n: c.note for n, c in mqar_tuning.items()},
     fits={s: {"a": f.a, "alpha": f.alpha, "c": f.c, "alpha_low": f.alpha_low, "alpha_high": f.alpha_high}
           for s, f in fits.items()},

@@ -1,4 +1,5 @@
-"""A state's capacity read from an accuracy curve: the largest number of bindings k it recalls at ≥ 90 %.
+"""How many bindings a state holds: study 03's capacity claims, the tables they rest on, and the capacity read from
+an accuracy curve — the largest number of bindings k it recalls at ≥ 90 %.
 
 Given per-seed accuracies at the tested k (seeds × ks, from MQAR, odebook.data.mqar), the estimate is the largest
 tested k at which the mean accuracy over seeds, and at every smaller tested k, reaches ``threshold`` — the Zoology
@@ -6,16 +7,42 @@ reading of capacity from accuracy curves (Arora et al. 2023, arXiv:2312.04927). 
 (a percentile bootstrap of the same statistic), so one seed that did not learn widens it instead of hiding in a
 mean. The estimate is a tested k, not an interpolation: 0 means the smallest k already failed; the largest tested k
 means the state was never filled (a lower bound — test larger k).
+
+**Binding** (``binding``) is first-query accuracy on MQAR sequences as drawn minus on the same sequences re-bound
+(study.recall): zero in expectation for any model that does not use which value stands beside which key. ``Arms``
+names study 03's arms at its smallest and largest width and each claim's comparison once; ``binding_claims`` declares
+the three primaries (the largest state binds, it fills up, a larger state binds more), each beside its negative control
+(the no-state control; attention, which keeps every pair; the no-state controls at the two widths), and
+``binding_values`` computes what they read. ``positive_control``: attention answers the first query above the best
+non-binder by more than the margin at every k, on the exact interval of its hits pooled over seeds (at the ceiling
+every seed answers every query, and a test across seeds holds nothing on no spread). ``store_and_retrieve`` checks
+the mechanism itself: with orthonormal keys, β = 1 and no decay, reading key i returns the value written under it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
 
-__all__ = ["Capacity", "capacity"]
+from odebook.data import mqar
+from odebook.nn.delta_rule import fla_kernel, gated_delta_rule_chunked, gated_delta_rule_reference
+from odebook.params.retrieval import ABLATIONS
+from odebook.study import recall
+from odebook.study.claims import Claim, negative_control
+from odebook.study.experiment import Run, by_seed
+from odebook.study.stats import Verdict, bounded_mean_ci, proportion_ci
+
+__all__ = ["Capacity", "capacity", "Arms", "binding_claims", "recall_task", "first_query", "binding", "all_queries",
+           "binding_values", "binding_table", "capacity_table", "positive_control", "implementations",
+           "store_and_retrieve", "mechanism_verdict"]
+ZERO = "state zeroed"  # the ablation the GDN stacks are scored under too
+MECHANISM_KEYS = 64  # orthonormal keys written and read back by ``store_and_retrieve``
 
 
 @dataclass(frozen=True)
@@ -61,3 +88,195 @@ def capacity(ks: Sequence[int], accuracy: np.ndarray, *, threshold: float = 0.9,
     tail = (1 - level) / 2
     low, high = (int(np.quantile(boot, q, method="inverted_cdf")) for q in (tail, 1 - tail))
     return Capacity(estimate, low, high, tuple(int(k) for k in ks_a), len(acc), threshold)
+
+
+@dataclass(frozen=True)
+class Arms:
+    """Study 03's MQAR arms at its smallest and largest width (``widths``), the tested ``ks``, the claims' ``margin``
+    and the no-state control's window; the name of each claim's comparison, written once."""
+
+    widths: tuple[int, ...]
+    ks: tuple[int, ...]
+    margin: float
+    control_window: int
+
+    @property
+    def small(self) -> str:
+        return f"gdn d{self.widths[0]}"
+
+    @property
+    def large(self) -> str:
+        return f"gdn d{self.widths[-1]}"
+
+    @property
+    def no_state_small(self) -> str:
+        return f"no state d{self.widths[0]}"
+
+    @property
+    def no_state_large(self) -> str:
+        return f"no state d{self.widths[-1]}"
+
+    @property
+    def binds(self) -> str:
+        return f"k={min(self.ks)}: {self.large}, as drawn − re-bound"
+
+    @property
+    def no_state(self) -> str:
+        return f"k={min(self.ks)}: {self.no_state_large}, as drawn − re-bound"
+
+    @property
+    def fills(self) -> str:
+        return f"{self.large}: binding at k={min(self.ks)} − at k={max(self.ks)}"
+
+    @property
+    def keeps(self) -> str:
+        return f"attention: binding at k={min(self.ks)} − at k={max(self.ks)}"
+
+    @property
+    def more(self) -> str:
+        return f"mean over k: binding, {self.large} − {self.small}"
+
+    @property
+    def wider(self) -> str:
+        return f"mean over k: binding, {self.no_state_large} − {self.no_state_small}"
+
+
+def binding_claims(a: Arms) -> list[Claim]:
+    """The three primaries, each an *exceeds* claim at the margin, each followed by its negative control."""
+    few, most, m = min(a.ks), max(a.ks), f"{a.margin:g}"
+    claim = functools.partial(Claim, kind="exceeds", margin=a.margin, direction="higher", units="accuracy")
+    binds = claim(f"the largest GDN state ({a.large}) binds: at {few} pairs it answers the first query better on the "
+                  f"sequences as drawn than re-bound, by more than {m}", parts=(a.binds,))
+    fills = claim(f"the {a.large} state fills up: its binding falls from {few} to {most} pairs by more than {m}",
+                  parts=(a.fills,))
+    more = claim(f"a larger state binds more: the {a.large} stack's binding minus the {a.small} stack's, averaged over "
+                 f"k in {list(a.ks)}, exceeds {m}", parts=(a.more,))
+    return [binds, negative_control(binds, a.no_state, f"the no-state control (window {a.control_window}, d "
+                                                       f"{a.widths[-1]}) binds at {few} pairs by more than {m}"),
+            fills, negative_control(fills, a.keeps, f"attention, which keeps every pair, fills up from {few} to "
+                                                    f"{most} pairs by more than {m}"),
+            more, negative_control(more, a.wider, f"a wider stack with no state binds more: the no-state control at d "
+                                                  f"{a.widths[-1]} minus at d {a.widths[0]}, averaged over k, exceeds "
+                                                  f"{m}")]
+
+
+def recall_task(p, vocab: mqar.Vocab, device: torch.device) -> tuple[dict, object, dict[int, float]]:
+    """Study 03's MQAR task from ``p``: the first-query scoring sets, drawn anew for each series of seeds (generator
+    ``p.eval_seed + p.seed``), the task (training stream over ``p.mqar_train_ks``, evaluation at ``p.mqar_eval_ks``,
+    scored normal and with the state zeroed) and the best non-binder's first-query accuracy per k."""
+    ks = p.mqar_eval_ks
+    sets = recall.scoring_sets(vocab=vocab, ks=ks, batch_size=p.mqar_batch_size, seq_len=p.mqar_seq_len,
+                               power_a=p.mqar_power_a, seed=p.eval_seed + p.seed)
+    task = recall.mqar_task(vocab=vocab, train_ks=p.mqar_train_ks, eval_ks=ks, batch_size=p.mqar_batch_size,
+                            seq_len=p.mqar_seq_len, eval_batches=p.mqar_eval_batches, power_a=p.mqar_power_a,
+                            device=device, first=sets, ablations={ZERO: ABLATIONS[ZERO]})
+    return sets, task, {k: float(np.mean([recall.non_binder(b, vocab) for b in s])) for k, s in sets.items()}
+
+
+def first_query(runs: Sequence[Run], arm: str, k: int, ablation: str = "", rebound: bool = False) -> np.ndarray:
+    """Per seed (in seed order): ``arm``'s first-query accuracy at ``k`` pairs on the scoring sets, as drawn or
+    re-bound, normal or under ``ablation``."""
+    name = recall.first_name(k, ablation=ablation, rebound=rebound)
+    return np.array(by_seed(runs, arm, lambda r: r.scores[name]))
+
+
+def binding(runs: Sequence[Run], arm: str, k: int, ablation: str = "") -> np.ndarray:
+    """Per seed: first-query accuracy on the sequences as drawn minus on the same sequences re-bound."""
+    return first_query(runs, arm, k, ablation) - first_query(runs, arm, k, ablation, rebound=True)
+
+
+def all_queries(runs: Sequence[Run], arm: str, k: int | str) -> np.ndarray:
+    """Per seed: ``arm``'s accuracy over every query at ``k`` pairs (``"unseen"``: the held-out pairs)."""
+    name = "unseen pairs" if k == "unseen" else f"k={k}"
+    return np.array(by_seed(runs, arm, lambda r: r.scores[name]))
+
+
+def binding_values(a: Arms, runs: Sequence[Run]) -> dict[str, np.ndarray]:
+    """What ``binding_claims`` read, per seed."""
+    b, few, most = functools.partial(binding, runs), min(a.ks), max(a.ks)
+    return {a.binds: b(a.large, few), a.no_state: b(a.no_state_large, few),
+            a.fills: b(a.large, few) - b(a.large, most), a.keeps: b("attention", few) - b("attention", most),
+            a.more: np.mean([b(a.large, k) - b(a.small, k) for k in a.ks], axis=0),
+            a.wider: np.mean([b(a.no_state_large, k) - b(a.no_state_small, k) for k in a.ks], axis=0)}
+
+
+def binding_table(runs: Sequence[Run], arms: Sequence[str], ks: Sequence[int], *, non_binder: Mapping[int, float],
+                  chance: float, lrs: Mapping[str, float]) -> pd.DataFrame:
+    """Per arm and k: first-query accuracy (mean over seeds, its interval across seeds cut to [0, 1]) beside the best
+    non-binder, on re-bound sequences, the binding with its interval, with the state zeroed (GDN stacks), over every
+    query, and on unseen pairs at the largest k."""
+    rows, n = [], len({r.seed for r in runs})
+    for arm in arms:
+        for k in ks:
+            ci, bound = bounded_mean_ci(first_query(runs, arm, k)), bounded_mean_ci(binding(runs, arm, k), low=-1)
+            rows.append({"arm": arm, "k": k, "first query": ci.mean, "seed lo": ci.low, "seed hi": ci.high, "n": n,
+                         "best non-binder": non_binder[k], "excess": ci.mean - non_binder[k],
+                         "re-bound": first_query(runs, arm, k, rebound=True).mean(), "binding": bound.mean,
+                         "binding lo": bound.low, "binding hi": bound.high,
+                         "state zeroed": first_query(runs, arm, k, ZERO).mean() if arm.startswith("gdn") else np.nan,
+                         "all queries": all_queries(runs, arm, k).mean(),
+                         "unseen pairs (all queries)": (all_queries(runs, arm, "unseen").mean() if k == max(ks)
+                                                        else np.nan),
+                         "chance": chance, "lr": lrs[arm]})
+    return pd.DataFrame(rows).set_index(["arm", "k"])
+
+
+def capacity_table(runs: Sequence[Run], widths: Sequence[int], ks: Sequence[int], *, layers: int,
+                   n_head: int) -> tuple[dict[int, Capacity], pd.DataFrame]:
+    """Each GDN width's capacity at binding ≥ 0.5 (about half the pairs bound), with its state's size."""
+    capacities = {d: capacity(ks, np.array([binding(runs, f"gdn d{d}", k) for k in ks]).T, threshold=0.5)
+                  for d in widths}
+    return capacities, pd.DataFrame([{"arm": f"gdn d{d}", "state (numbers)": layers * d * d // n_head,
+                                      "capacity": c.estimate, "lo": c.low, "hi": c.high, "lower bound": c.lower_bound,
+                                      "seeds": c.n} for d, c in capacities.items()]).set_index("arm")
+
+
+def positive_control(runs: Sequence[Run], ks: Sequence[int], *, non_binder: Mapping[int, float], margin: float,
+                     queries: int, width: int) -> Verdict:
+    """Attention answers the first query above the best non-binder by more than ``margin`` at every k: held when
+    every k's exact 95 % interval of first-query hits pooled over seeds (``queries`` per seed and k) lies above it, not
+    held when one lies below."""
+    seeds = len({r.seed for r in runs})
+    pooled = {k: proportion_ci(round(first_query(runs, "attention", k).sum() * queries), queries * seeds,
+                               method="exact") for k in ks}
+    above = [ci.low > non_binder[k] + margin for k, ci in pooled.items()]
+    below = [ci.high < non_binder[k] + margin for k, ci in pooled.items()]
+    return Verdict(f"positive control: attention (d {width}) answers the first query above the best non-binder by more "
+                   f"than {margin:g} at every k in {list(ks)}",
+                   "held" if all(above) else "not held" if any(below) else "inconclusive",
+                   "; ".join(f"k={k}: {ci.mean:.4f} [{ci.low:.4f}, {ci.high:.4f}] against {non_binder[k]:.3f} + "
+                             f"{margin:g}" for k, ci in pooled.items())
+                   + f" (exact 95 % intervals of {queries * seeds} first queries pooled over seeds)",
+                   "", "the exact binomial interval, pooled over seeds", "positive control, alone at α")
+
+
+def implementations(chunk_size: int, device: torch.device) -> dict[str, Callable]:
+    """The gated delta rule's implementations that run here: the reference loop, the chunked form, and fla-core's
+    kernel on CUDA where it runs correctly."""
+    out = {"reference": gated_delta_rule_reference,
+           "chunked": functools.partial(gated_delta_rule_chunked, chunk_size=chunk_size)}
+    if device.type == "cuda" and (kernel := fla_kernel()) is not None:
+        out["fla-core (CUDA)"] = functools.partial(kernel, output_final_state=True)
+    return out
+
+
+def store_and_retrieve(chunk_size: int, *, seed: int, device: torch.device,
+                       size: int = MECHANISM_KEYS) -> dict[str, float]:
+    """Each implementation's (``implementations``) MSE reading ``size`` orthonormal keys back from the state after
+    writing value i under key i (β = 1, g = 0): ≈ 0 for a delta rule that stores and retrieves."""
+    keys = torch.linalg.qr(torch.randn(size, size, generator=torch.Generator().manual_seed(seed)))[0].T
+    values = torch.randn(size, size, generator=torch.Generator().manual_seed(seed + 1))
+    mse = {}
+    for name, fn in implementations(chunk_size, device).items():
+        k = keys[None, :, None, :].to(device)
+        _, S = fn(k, k, values[None, :, None, :].to(device), torch.zeros(1, size, 1, device=device),
+                  torch.ones(1, size, 1, device=device))
+        mse[name] = F.mse_loss(keys.to(S.device) @ S[0, 0], values.to(S.device)).item()
+    return mse
+
+
+def mechanism_verdict(mse: Mapping[str, float], *, tolerance: float = 0.01) -> Verdict:
+    """Every implementation stores and retrieves: its ``store_and_retrieve`` MSE below ``tolerance``."""
+    return Verdict(f"every implementation stores and retrieves (MSE < {tolerance:g})",
+                   "held" if all(v < tolerance for v in mse.values()) else "not held",
+                   ", ".join(f"{k}: {v:.2g}" for k, v in mse.items()), f"K = {MECHANISM_KEYS}, one head")

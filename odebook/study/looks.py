@@ -12,6 +12,7 @@ that has come out not held, the looks stop there and those claims read "not test
 numbers. The gate is a test with error: more seeds could move it, and a study that can afford them declares more
 seeds before its first look, or the gate's own level (``Claim.alpha``). A claim whose negative control came out held
 is void the same way (``void_by_controls``): its test called a difference built to be null an effect.
+``tune_then_look`` puts a learning-rate grid on a tuning seed of its own in front of the looks: the study's runs.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import pandas as pd
+
 from odebook.params.seeds import SeedPlan
 from odebook.study.claims import TESTED, Claim, Settled, seeds_needed, settle
+from odebook.study.experiment import run_seeds, tune_lr
+from odebook.study.lr_grid import GridChoice, annotate
 from odebook.study.stats import NEEDS
 from odebook.study.sequential import Decision, decide_all
 
-__all__ = ["Looked", "run_in_looks", "settle_looked", "void_by_controls"]
+__all__ = ["Looked", "run_in_looks", "tune_then_look", "settle_looked", "void_by_controls"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,26 @@ def run_in_looks(run: Callable[..., list], claims: Sequence[Claim],
             settled = settle_looked(claims, values, decisions, alpha=alpha, power=power)
             return Looked(runs, decisions, void_by_controls(settled), n, why)
         n = next_n
+
+
+def tune_then_look(builders: Mapping[str, Callable], task, config, precision, claims: Sequence[Claim],
+                   values_of: Callable[[list], Mapping[str, Sequence[float]]], *, lrs: Sequence[float],
+                   plan: SeedPlan, alpha: float = 0.05, max_extensions: int = 0, run_only: Mapping | None = None,
+                   **options) -> tuple[Looked, pd.DataFrame, dict[str, GridChoice]]:
+    """Each arm's learning rate chosen on the plan's tuning seed (``experiment.tune_lr`` on validation, extending
+    the grid past an edge at most ``max_extensions`` times; ``lr_grid.annotate`` writes each choice and how its tuning
+    ended beside the grid's table), then every arm at its rate on the plan's seeds in looks (``run_in_looks``).
+    ``options`` pass on to the grid's runs and the study's alike, ``run_only`` (log_dir, keep, groups) to the study's.
+    Returns the looks, the annotated grid table (its "chosen lr" column the rates) and each arm's ``GridChoice``."""
+    chosen, table, _ = tune_lr(builders, task, config, precision, lrs=lrs, seed=plan.tuning,
+                               max_extensions=max_extensions, **options)
+    status = annotate(table, chosen, lrs, max_extensions=max_extensions)
+    configs = {name: replace(config, lr=chosen[name]) for name in builders}
+
+    def run(*, seeds, done):
+        return run_seeds(builders, task, configs, precision, seeds=seeds, done=done, **options, **(run_only or {}))
+
+    return run_in_looks(run, claims, values_of, plan=plan, alpha=alpha), table, status
 
 
 def _gated_out(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], alpha: float) -> bool:

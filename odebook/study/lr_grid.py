@@ -1,14 +1,17 @@
 """Learning-rate selection that says when it is untuned. A value chosen at the edge of its grid may lie beyond it:
 extend the grid one step in that direction (the grid's own ratio at that edge), at most ``max_extensions`` times,
 or — where the profile forbids it or the extensions are spent — flag the choice as untuned, so that the report and
-the claims resting on it can say so. Pure functions: study.experiment.tune_lr acts on them (its ``max_extensions``)."""
+the claims resting on it can say so. Pure functions: study.experiment.tune_lr acts on them (its ``max_extensions``),
+and ``annotate`` writes what they found beside a tuned grid's table."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["GridChoice", "check_grid", "check_tried"]
+import pandas as pd
+
+__all__ = ["GridChoice", "check_grid", "check_tried", "annotate"]
 
 
 @dataclass(frozen=True)
@@ -57,3 +60,17 @@ def check_tried(tried: Mapping[str, Sequence[float]], chosen: Mapping[str, float
         out[name] = check_grid(rates, chosen[name], extensions=extensions, max_extensions=max_extensions,
                                may_extend=max_extensions > 0)
     return out
+
+
+def annotate(table: pd.DataFrame, chosen: Mapping[str, float], base: Sequence[float], *, max_extensions: int = 0,
+             tried: Mapping[str, Sequence[float]] | None = None) -> dict[str, GridChoice]:
+    """``check_tried`` on a tuned grid's table (``experiment.tune_lr``'s: model × rate → final validation loss, NaN
+    where a model did not train at that rate; ``tried``, where given, says instead which rates each model trained at),
+    and beside it, in ``table``, each model's "chosen lr" and how its tuning ended ("tuning": "tuned", or "untuned" at
+    an edge). Returns each model's ``GridChoice``, whose note says it in words."""
+    if tried is None:
+        tried = {n: [lr for lr in table.columns if pd.notna(table.loc[n, lr])] for n in table.index}
+    status = check_tried(tried, chosen, base, max_extensions=max_extensions)
+    table["chosen lr"] = pd.Series(chosen)
+    table["tuning"] = pd.Series({n: c.action for n, c in status.items()})
+    return status

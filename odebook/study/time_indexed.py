@@ -30,7 +30,7 @@ from odebook.models.lm import block_params
 from odebook.nn.ssm import ModulatedSSM
 from odebook.study.claims import Claim, Settled, negative_control, paired
 from odebook.study.experiment import Run, by_seed, compare_to, summarize, tune_lr
-from odebook.study.lr_grid import GridChoice, check_tried
+from odebook.study.lr_grid import GridChoice, annotate
 from odebook.study.sequential import operating
 from odebook.study.stats import Verdict
 from odebook.study.timing import Timing, interleaved, training_step
@@ -154,9 +154,7 @@ def tune_rates(builders: Mapping[str, Callable], task, config, precision: Precis
         means = family_table.mean()
         chosen |= dict.fromkeys(family, one_se(means))  # one tolerance for every arm
         tried |= dict.fromkeys(family, rates)
-    status = check_tried(tried, chosen, lrs, max_extensions=max_extensions)
-    table["chosen lr"] = pd.Series(chosen)
-    table["tuning"] = pd.Series({n: c.action for n, c in status.items()})
+    status = annotate(table, chosen, lrs, max_extensions=max_extensions, tried=tried)
     return Rates(chosen, table, status, tuple(family) if means is not None else (), means)
 
 

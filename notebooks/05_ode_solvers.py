@@ -119,20 +119,15 @@ alpha = 0.05
 import dataclasses
 
 import pandas as pd
-import torch
 from IPython.display import Markdown, display
 
-from odebook.data import corpus as data
-from odebook.models import lm as models
 from odebook.book import budget, notebook, plots
-from odebook.models.lm import ode_blocks
+from odebook.data import corpus as data
 from odebook.nn.ode import SOLVERS
 from odebook.params import ODESolverParams
-from odebook.study.experiment import loss_with_solver, run_seeds, summarize
-from odebook.study.dynamics import block_input
-from odebook.study.measure import (crossover, generation_speed, memory_verdicts, nfe_per_forward, sensitivity_sweep,
-                                   solver_timing, work_precision, work_precision_verdicts)
-from odebook.study.stats import Verdict
+from odebook.study import generation, ode_solvers
+from odebook.study.experiment import run_seeds
+from odebook.study.measure import memory_verdicts, sensitivity_sweep, work_precision_verdicts
 from odebook.study.task import lm_task
 from odebook.training.train import TrainConfig
 
@@ -160,29 +155,11 @@ builders = p.arms(splits.vocab_size)
 config = TrainConfig.from_params(p)
 task = lm_task(splits, **notebook.batch_shape(p))
 valid = data.fixed_batches(splits.valid, p.eval_batches, p.batch_size, p.seq_len)
-reference_steps = 4 * p.nfe_budget
-resolved_rows = {}  # (seed, integrator, steps) -> held-out loss of that seed's trained rk4 weights, re-solved
-
-
-def resolved(run):
-    """Every integrator at the budget, and the reference, re-solving one seed's trained generation_solver hybrid."""
-    for s, n in [*steps_of.items(), ("rk4", reference_steps)]:
-        if (run.seed, s, n) not in resolved_rows:
-            resolved_rows[(run.seed, s, n)] = loss_with_solver(run.module, s, n or 1, valid, precision)
-    return {s: resolved_rows[(run.seed, s, n)] for s, n in steps_of.items()}, \
-        resolved_rows[(run.seed, "rk4", reference_steps)]
-
-
 runs = run_seeds(builders, task, config, precision, seeds=p.seed_plan.seeds, **notebook.run_options(p, out))
-n_ran = p.n_seeds
 
 # %%
 x_valid = data.fixed_batches(splits.valid, 1, p.batch_size, p.seq_len)[0][0].to(precision.device)
-table = summarize(runs)
-table.insert(1, "steps", [steps_of.get(m) for m in table.index])
-table.insert(2, "nfe_per_forward", [None if m == "baseline" else
-                                    sum(nfe_per_forward(r.module, x_valid, precision) for r in runs if r.model == m)
-                                    / n_ran for m in table.index])
+table = ode_solvers.integrators_table(runs, steps_of, x_valid, precision)
 display(table[["steps", "nfe_per_forward", "params", "val_loss", "val_loss_lo", "val_loss_hi", "test_loss",
                "ms_per_step"]].round(4))
 notebook.save_table(table, out, "integrators")
@@ -197,10 +174,7 @@ notebook.save_figure(fig, out, "integrators_validation")
 # the flow's state, over the whole range of work.
 
 # %%
-trained_rk4 = sorted((r for r in runs if r.model == p.generation_solver), key=lambda r: r.seed)
-resolve = pd.DataFrame([{"seed": r.seed, "alpha": ode_blocks(r.module)[0].field.alpha.item(),
-                         **{f"{s} − reference": loss - ref for s, loss in at_budget.items()}, "reference": ref}
-                        for r in trained_rk4 for at_budget, ref in [resolved(r)]]).set_index("seed")
+resolve = ode_solvers.resolved(runs, p.generation_solver, steps_of, valid, precision, reference_steps=4 * p.nfe_budget)
 with pd.option_context("display.float_format", "{:.3g}".format):
     display(resolve)
 notebook.save_table(resolve, out, "resolved")
@@ -218,11 +192,8 @@ notebook.save_table(resolve, out, "resolved")
 
 # %%
 x_valid_batch = data.fixed_batches(splits.valid, 1, p.batch_size, p.seq_len)[0][0][:4].to(precision.device)
-flows = {f"{r.model}-trained, seed {r.seed}": r.module for r in runs if r.model in p.integrators}
-fixed = {s: p.wp_steps for s in ("euler", "midpoint", "rk4")}
-wp = {name: work_precision(ode_blocks(model)[0], block_input(model, ode_blocks(model)[0], x_valid_batch),
-                           steps=fixed, tolerances=p.wp_tolerances, reference=("rk4", 4 * max(p.wp_steps)),
-                           repeats=p.timing_repeats) for name, model in flows.items()}
+wp = ode_solvers.work_precision_tables(runs, p.integrators, x_valid_batch, steps=p.wp_steps,
+                                      tolerances=p.wp_tolerances, repeats=p.timing_repeats)
 wp_table = pd.concat(wp, names=["flow"]).reset_index(level=0)
 notebook.save_table(wp_table.set_index(["flow", "solver"]), out, "work_precision")
 for model in p.integrators:
@@ -238,12 +209,8 @@ for model in p.integrators:
 # %%
 trained = {r.model: r.module for r in runs if r.seed == p.seed}
 weights = trained[p.generation_solver].state_dict()
-pair = {s: cfg.replace(solver=s, steps=steps_of[s] or 1).hybrid() for s in ("rk4", "dopri5")}
-for model in pair.values():
-    model.load_state_dict(weights)
-speed_step = solver_timing(pair["rk4"], pair["dopri5"], data.fixed_batches(splits.train, 1, p.batch_size,
-                                                                             p.seq_len)[0], precision,
-                           reps=p.timing_pairs)
+train_batch = data.fixed_batches(splits.train, 1, p.batch_size, p.seq_len)[0]
+speed_step = ode_solvers.timed_pair(cfg, weights, steps_of, train_batch, precision, reps=p.timing_pairs)
 print(f"rk4 / dopri5: {speed_step}")
 
 # %% [markdown]
@@ -262,8 +229,7 @@ print(f"rk4 / dopri5: {speed_step}")
 # round-off alone puts it near 1e-7.
 
 # %%
-sweep = sensitivity_sweep(cfg.replace(solver=p.sweep_solver), trained[p.generation_solver].state_dict(),
-                          data.fixed_batches(splits.train, 1, p.batch_size, p.seq_len)[0], precision,
+sweep = sensitivity_sweep(cfg.replace(solver=p.sweep_solver), weights, train_batch, precision,
                           sensitivities=p.sensitivities, steps=p.sweep_steps, repeats=p.timing_repeats)
 with pd.option_context("display.float_format", "{:.4g}".format):
     display(sweep)
@@ -282,30 +248,19 @@ notebook.save_figure(fig, out, "sensitivity_sweep")
 # %%
 prompt = data.fixed_batches(splits.test, 1, 1, p.prompt_tokens)[0][0].to(precision.device)
 generators = {"baseline": trained["baseline"], f"hybrid ({p.generation_solver})": trained[p.generation_solver]}
-speed = pd.DataFrame([{"model": name, **generation_speed(model, prompt, n)}
-                      for name, model in generators.items() for n in p.generation_lengths])
+speed = generation.speed_table(generators, prompt, p.generation_lengths)
 display(speed.round(3))
 notebook.save_table(speed.set_index(["model", "new_tokens"]), out, "generation_speed")
-crossovers = {name: crossover(rows.new_tokens.tolist(), rows.speedup.tolist(), p.speedup_target)
-              for name, rows in speed.groupby("model", sort=False)}
-for name, c in crossovers.items():
-    print(f"{name}: {c}")
-
-fig = plots.generation_speedup(speed, crossovers, target=p.speedup_target, lengths=p.generation_lengths)
-notebook.save_figure(fig, out, "generation_speedup")
+crossovers = generation.crossovers(speed, p.speedup_target)
+print(*(f"{name}: {c}" for name, c in crossovers.items()), sep="\n")
 
 # %% [markdown]
 # Samples (temperature `temperature`, top-`top_k`) from the trained models, continuing held-out prompts.
 
 # %%
-samples = []
-for i, start in enumerate(data.fixed_batches(splits.test, 1, max(p.n_samples, 1), p.prompt_tokens)[0][0]
-                          [: p.n_samples]):
-    for name, model in generators.items():
-        ids = models.generate(model, start[None].to(precision.device), p.sample_tokens, temperature=p.temperature,
-                              top_k=p.top_k, generator=torch.Generator(precision.device).manual_seed(p.seed + i))
-        samples.append({"prompt": i, "model": name, "prompt text": tok.decode(start.tolist()),
-                        "continuation": tok.decode(ids[0, p.prompt_tokens:].tolist())})
+starts = data.fixed_batches(splits.test, 1, max(p.n_samples, 1), p.prompt_tokens)[0][0][: p.n_samples]
+samples = generation.samples(generators, starts, tok, tokens=p.sample_tokens, temperature=p.temperature,
+                             top_k=p.top_k, seed=p.seed)
 display(Markdown("\n\n".join(f"**{s['model']}**, prompt {s['prompt']}: _{s['prompt text']}_ → {s['continuation']}"
                               for s in samples)))
 
@@ -316,35 +271,17 @@ display(Markdown("\n\n".join(f"**{s['model']}**, prompt {s['prompt']}: _{s['prom
 # verdicts are single measurements (they vary little between repeats), each with the way it can fail stated beside it.
 
 # %%
-def at(sensitivity, n, column):
-    return sweep[(sweep.sensitivity == sensitivity) & (sweep.steps == n)][column].item()
-
-
 scale = (f"{p.n_layer} layers × d_model {p.d_model}, layers {p.ode_layers} a flow; {p.steps} steps of "
          f"{p.batch_size} × {p.seq_len} {p.tokenizer} tokens; {precision.device.type}")
 first, last = min(p.sweep_steps), max(p.sweep_steps)
-growth = {m: at(m, last, "peak_memory_mb") / at(m, first, "peak_memory_mb") for m in p.sensitivities}
-verdicts = work_precision_verdicts(wp, error=p.precision_error, budget=p.nfe_budget,
-                                   scale=scale + f"; {n_ran} seeds × {len(p.integrators)} trained integrators")
-rk4_nfe, dopri5_nfe = (table.loc[m, "nfe_per_forward"] if m in table.index else float("nan")
-                       for m in ("rk4", "dopri5"))
-verdicts.append(dataclasses.replace(
-    speed_step.timing.verdict("RK4 trains faster than dopri5 (time per step)", threshold=1.0, side="below",
-                              scale=scale),
-    evidence=f"rk4 / dopri5: {speed_step}; per forward on held-out data rk4 {rk4_nfe:.0f}, dopri5 {dopri5_nfe:.0f} "
-             "evaluations — the time ratio is the evaluation ratio unless the time per evaluation differs from 1"))
-verdicts += memory_verdicts(sweep, growth_limit=p.memory_growth_limit, grad_tolerance=p.reversible_grad_tolerance,
-                            scale=scale)
-identical = bool(speed.identical_tokens.all())
-passed = all(c.reached and c.length <= p.crossover_limit for c in crossovers.values())
-verdicts.append(Verdict(
-    f"KV caching passes {p.speedup_target:g}× by {p.crossover_limit} generated tokens",
-    "held" if passed and identical else "not held",
-    "; ".join(f"{name}: {c} ({', '.join(f'{r.new_tokens}: {r.speedup:.1f}×' for r in rows.itertuples())})"
-              for (name, c), (_, rows) in zip(crossovers.items(), speed.groupby('model', sort=False)))
-    + ("; cached and recomputed tokens identical" if identical else " — cached and recomputed tokens differ"),
-    scale + f"; prompt {p.prompt_tokens} tokens, batch 1, greedy",
-    f"crossover at or below {p.crossover_limit} tokens, single measurement", "outside the loss families"))
+growth = ode_solvers.memory_growth(sweep, p.sensitivities, p.sweep_steps)
+verdicts = [*work_precision_verdicts(wp, error=p.precision_error, budget=p.nfe_budget,
+                                     scale=scale + f"; {p.n_seeds} seeds × {len(p.integrators)} trained integrators"),
+            ode_solvers.step_time_verdict(speed_step, table, scale),
+            *memory_verdicts(sweep, growth_limit=p.memory_growth_limit, grad_tolerance=p.reversible_grad_tolerance,
+                             scale=scale),
+            generation.kv_verdict(speed, crossovers, target=p.speedup_target, limit=p.crossover_limit,
+                                  scale=scale + f"; prompt {p.prompt_tokens} tokens, batch 1, greedy")]
 notebook.show_verdicts(verdicts)
 
 # %%
@@ -360,13 +297,12 @@ notebook.save_results(
               **{f"KV {p.speedup_target:g}× crossover {name} (tokens)": c.length if c.reached else str(c)
                  for name, c in crossovers.items()},
               **{f"memory growth {m} {first}→{last}": g for m, g in growth.items()}},
-    data=splits.description, precision=str(precision), parameters=p.to_dict(), seeds_ran=n_ran,
-    integrators=table.reset_index().to_dict("records"), resolved=resolve.reset_index().to_dict("records"),
-    work_precision=wp_table.to_dict("records"),
+    data=splits.description, precision=str(precision), parameters=p.to_dict(), seeds_ran=p.n_seeds,
+    integrators=table, resolved=resolve, work_precision=wp_table,
     solver_timing={"ratio": dataclasses.asdict(speed_step.timing.ratio), "nfe_rk4": speed_step.nfe_a,
                    "nfe_dopri5": speed_step.nfe_b,
                    "time_per_evaluation_ratio": speed_step.per_evaluation, "load": speed_step.timing.load},
-    sensitivity=sweep.to_dict("records"), generation=speed.to_dict("records"),
+    sensitivity=sweep, generation=speed,
     crossovers={name: c.length for name, c in crossovers.items()}, samples=samples,
     verdicts=verdicts,
     runs=[r.record() for r in runs])

@@ -1,9 +1,13 @@
-"""study.capacity on synthetic accuracy curves whose capacity is known."""
+"""study.capacity on synthetic accuracy curves whose capacity is known, and study 03's claims on synthetic scores."""
 
 import numpy as np
 import pytest
 
+from odebook.study import capacity as cap
 from odebook.study.capacity import capacity
+from odebook.study.experiment import Run
+from odebook.study.recall import first_name
+from odebook.training.train import History
 
 KS = [1, 2, 4, 8, 16, 32]
 
@@ -43,3 +47,68 @@ def test_a_dip_stops_the_count_even_if_larger_k_recover():
 def test_bad_shapes_say_what():
     with pytest.raises(ValueError, match=r"shape \(seeds, 6\)"):
         capacity(KS, np.ones((3, 5)))
+
+
+# Study 03's claims on synthetic MQAR scores: each arm's first-query accuracy as drawn and re-bound per seed and k.
+
+ARMS = cap.Arms((16, 32), (2, 8), 0.1, 3)
+DRAWN = {"gdn d16": {2: 0.6, 8: 0.3}, "gdn d32": {2: 0.95, 8: 0.5}, "attention": {2: 0.98, 8: 0.98},
+         "no state d16": {2: 0.4, 8: 0.2}, "no state d32": {2: 0.4, 8: 0.2}}
+REBOUND = {"gdn d16": {2: 0.4, 8: 0.25}, "gdn d32": {2: 0.1, 8: 0.3}, "attention": {2: 0.06, 8: 0.07},
+           "no state d16": {2: 0.4, 8: 0.2}, "no state d32": {2: 0.39, 8: 0.2}}
+
+
+def _runs(seeds=(1, 0)):
+    """Every arm on ``seeds`` (given out of order); seed s adds 0.01·s to each accuracy as drawn."""
+    def scores(arm, seed):
+        out = {}
+        for k in ARMS.ks:
+            out[first_name(k)] = DRAWN[arm][k] + 0.01 * seed
+            out[first_name(k, rebound=True)] = REBOUND[arm][k]
+            out[first_name(k, ablation=cap.ZERO)] = 0.05
+            out[f"k={k}"] = 0.7
+        return out | {"unseen pairs": 0.5}
+    return [Run(arm, s, 0, History(), 1.0, None, 0, float("nan"), None, scores=scores(arm, s))
+            for s in seeds for arm in DRAWN]
+
+
+def test_the_binding_claims_are_three_primaries_each_beside_its_negative_control():
+    claims = cap.binding_claims(ARMS)
+    assert [c.primary for c in claims] == [True, False] * 3
+    assert [c.controls for c in claims[1::2]] == [c.name for c in claims[::2]]
+    assert all(c.kind == "exceeds" and c.margin == 0.1 for c in claims)
+    assert [c.parts for c in claims[::2]] == [(ARMS.binds,), (ARMS.fills,), (ARMS.more,)]
+    assert ARMS.binds == "k=2: gdn d32, as drawn − re-bound" and ARMS.wider.endswith("no state d32 − no state d16")
+
+
+def test_binding_values_are_the_differences_the_claims_name_in_seed_order():
+    v = cap.binding_values(ARMS, _runs())
+    assert np.allclose(v[ARMS.binds], [0.85, 0.86]) and np.allclose(v[ARMS.no_state], [0.01, 0.02])
+    assert np.allclose(v[ARMS.fills], [0.85 - 0.2] * 2) and np.allclose(v[ARMS.keeps], [0.01] * 2)
+    assert np.allclose(v[ARMS.more], [((0.85 - 0.2) + (0.2 - 0.05)) / 2] * 2)
+    assert np.allclose(v[ARMS.wider], [0.005] * 2)
+
+
+def test_the_tables_and_the_positive_control_read_the_same_scores():
+    runs, non_binder = _runs(), {2: 0.5, 8: 0.3}
+    table = cap.binding_table(runs, list(DRAWN), ARMS.ks, non_binder=non_binder, chance=0.1,
+                              lrs=dict.fromkeys(DRAWN, 1e-3))
+    assert table.loc[("gdn d32", 2), "binding"] == pytest.approx(0.855) and table.loc[("gdn d32", 2), "n"] == 2
+    assert np.isnan(table.loc[("attention", 2), "state zeroed"]) and table.loc[("gdn d16", 8), "state zeroed"] == 0.05
+    assert table.loc[("gdn d16", 8), "unseen pairs (all queries)"] == 0.5
+    capacities, sizes = cap.capacity_table(runs, [16, 32], ARMS.ks, layers=2, n_head=2)
+    assert capacities[32].estimate == 2 and capacities[16].estimate == 0
+    assert sizes.loc["gdn d32", "state (numbers)"] == 1024
+    held = cap.positive_control(runs, ARMS.ks, non_binder=non_binder, margin=0.1, queries=100, width=32)
+    assert held.outcome == "held" and "200 first queries pooled" in held.evidence
+    assert cap.positive_control(runs, ARMS.ks, non_binder={2: 0.95, 8: 0.95}, margin=0.1, queries=100,
+                                width=32).outcome == "not held"
+
+
+def test_the_delta_rule_stores_and_retrieves_in_every_implementation_here():
+    import torch
+
+    mse = cap.store_and_retrieve(16, seed=0, device=torch.device("cpu"))
+    assert set(mse) >= {"reference", "chunked"} and max(mse.values()) < 1e-6
+    assert cap.mechanism_verdict(mse).outcome == "held"
+    assert cap.mechanism_verdict({"broken": 0.5}).outcome == "not held"

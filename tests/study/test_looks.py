@@ -127,3 +127,41 @@ def test_a_claim_whose_negative_control_holds_is_void_and_says_what_its_own_test
             assert s.outcome == ("not testable at this scale" if void else "held")
             assert ("void: its negative control held ('negative control: better than its twin'); as tested it was "
                     "held" in s.note) == void
+
+
+def test_tune_then_look_chooses_each_rate_on_the_tuning_seed_then_runs_the_plans_seeds_at_it():
+    """The grid on the plan's tuning seed (past its seeds), the choice written beside the grid, then run_in_looks on
+    the plan's seeds at the chosen rates: the same runs as tune_lr followed by run_seeds by hand."""
+    import torch
+
+    from odebook.data.corpus import TokenSplits
+    from odebook.models import lm as models
+    from odebook.study.experiment import run_seeds, tune_lr
+    from odebook.study.looks import tune_then_look
+    from odebook.study.task import lm_task
+    from odebook.training.runtime import precision_for
+    from odebook.training.train import TrainConfig
+
+    gen, cpu = torch.Generator().manual_seed(0), precision_for(torch.device("cpu"))
+    task = lm_task(TokenSplits(*(torch.randint(0, 20, (n,), generator=gen) for n in (3000, 600, 600)), 20, "tokens"),
+                   batch_size=4, seq_len=8, eval_batches=2)
+    builders = {name: (lambda d=d: models.gpt(vocab_size=20, d_model=d, n_layer=1, n_head=2, max_seq_len=8))
+                for name, d in (("a", 16), ("b", 8))}
+    config = TrainConfig(steps=4, lr=1.0, eval_interval=4, weight_decay=0.0)
+    claim = Claim("a below b", "superiority", margin=0.5, parts=("a − b",))
+    plan = SeedPlan(0, 2)
+
+    def values_of(runs):
+        loss = {(r.model, r.seed): r.test_loss for r in runs}
+        return {"a − b": np.array([loss["a", s] - loss["b", s] for s in sorted({r.seed for r in runs})])}
+
+    looked, table, status = tune_then_look(builders, task, config, cpu, [claim], values_of, lrs=[1e-3, 3e-2],
+                                           plan=plan, progress=False)
+    chosen, grid, _ = tune_lr(builders, task, config, cpu, lrs=[1e-3, 3e-2], seed=plan.tuning, progress=False)
+    by_hand = run_seeds(builders, task, {n: TrainConfig(steps=4, lr=chosen[n], eval_interval=4, weight_decay=0.0)
+                                         for n in builders}, cpu, seeds=plan.seeds, progress=False)
+    assert table["chosen lr"].to_dict() == chosen and set(status) == {"a", "b"}
+    assert table.loc[:, [1e-3, 3e-2]].equals(grid)
+    assert [(r.model, r.seed, r.lr, r.test_loss) for r in looked.runs] == [(r.model, r.seed, r.lr, r.test_loss)
+                                                                           for r in by_hand]
+    assert looked.seeds == 2 and [s.claim.name for s in looked.settled] == ["a below b"]

@@ -38,3 +38,18 @@ def test_check_tried_counts_the_extensions_beyond_the_base_grid_and_flags_a_one_
                       {"a": 3e-3, "b": 3e-3, "c": 2.7e-2}, base, max_extensions=2)
     assert out["a"].action == "extend" and out["b"].action == "tuned" and out["c"].action == "untuned"
     assert check_tried({"a": [1e-3]}, {"a": 1e-3}, [1e-3], max_extensions=2)["a"].action == "untuned"
+
+
+def test_annotate_writes_the_choice_and_how_its_tuning_ended_beside_the_grid():
+    import math
+
+    import pandas as pd
+
+    from odebook.study.lr_grid import annotate
+
+    table = pd.DataFrame({1e-3: [2.0, 2.5], 2e-3: [1.9, 2.4], 4e-3: [2.1, math.nan]}, index=["a", "b"])
+    status = annotate(table, {"a": 2e-3, "b": 2e-3}, [1e-3, 2e-3, 4e-3])
+    assert table["chosen lr"].tolist() == [2e-3, 2e-3] and table["tuning"].tolist() == ["tuned", "untuned"]
+    assert "top of the grid" in status["b"].note  # b never trained at 4e-3: its choice is at its own grid's edge
+    shared = pd.DataFrame({1e-3: [2.0], 2e-3: [1.9]}, index=["a"])
+    assert annotate(shared, {"a": 2e-3}, [1e-3, 2e-3], tried={"a": [1e-3, 2e-3, 4e-3]})["a"].action == "tuned"

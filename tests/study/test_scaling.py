@@ -26,3 +26,32 @@ def test_a_ladder_decides_only_with_residual_freedom_and_enough_tokens_per_param
     assert "4 sizes leave 1 residual" in scaling.decidable(4, [25.0, 40.0])
     assert "tokens per parameter" in scaling.decidable(6, [0.14, 1.8])
     assert "; " in scaling.decidable(4, [0.14, 1.8])  # both said
+
+
+def _table(alpha: float, tokens_per_parameter: float):
+    """A Ladder of one series whose mean losses follow L(N) = 2·(N/1e5)^(−alpha) + 3 over six sizes."""
+    import pandas as pd
+
+    n, losses = _ladder(alpha, 0.001)
+    rows = [{"series": "hybrid", "size": f"s{i}", "non-embedding params": float(x), "val_loss": float(np.mean(seeds)),
+             "tokens per parameter": tokens_per_parameter} for i, (x, seeds) in enumerate(zip(n, losses))]
+    table = pd.DataFrame(rows).set_index(["series", "size"])
+    return scaling.Ladder(pd.DataFrame(), table, {("hybrid", f"s{i}"): seeds for i, seeds in enumerate(losses)}, [])
+
+
+def test_the_go_no_go_applies_the_sources_rule_only_where_the_ladder_can_carry_it():
+    from types import SimpleNamespace
+
+    steep = _table(0.5, 40.0)
+    fit = steep.fits()["hybrid"]
+    assert abs(fit.alpha - 0.5) < 0.05
+    assert scaling.go_no_go(fit, steep, "hybrid")[0] == "held"
+    flat = _table(0.05, 40.0)
+    assert scaling.go_no_go(flat.fits()["hybrid"], flat, "hybrid")[0] == "not held"
+    short = _table(0.5, 2.0)
+    outcome, evidence = scaling.go_no_go(short.fits()["hybrid"], short, "hybrid")
+    assert outcome == "not testable at this scale" and "tokens per parameter" in evidence
+    p = SimpleNamespace(ladder_d=[1, 2, 3, 4, 5, 6], steps=10, batch_size=2, seq_len=8)
+    verdict, = scaling.go_no_go_verdicts(steep.fits(), steep, p)
+    assert verdict.outcome == "held" and verdict.scale == "6 sizes d [1, 2, 3, 4, 5, 6], 160 tokens each (40–40 per " \
+                                                          "parameter), context 8"

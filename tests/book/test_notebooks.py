@@ -111,6 +111,15 @@ def test_the_machine_settings_are_declared_once_and_are_the_same_in_every_study(
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_notebook_reads_like_a_paper_its_machinery_in_odebook(name):
+    """At most 150 non-blank lines of code (comments and the Markdown cells, which jupytext writes as comments, not
+    counted): the study's claims, runs, tables and verdicts are its odebook module's; the notebook runs them."""
+    code = [line for line in (BOOK.notebooks / f"{name}.py").read_text().splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+    assert len(code) <= 150, f"{name}: {len(code)} lines of code"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
 def test_papermill_reads_every_line_of_the_parameters_cell(name, caplog):
     """``papermill --help-notebook`` lists every parameter (a line it cannot parse is left out, with a warning)."""
     from papermill.translators import PythonTranslator

@@ -29,7 +29,7 @@ from odebook.models.lm import lm_loss
 from odebook.nn.delta_rule import fla_kernel, gated_delta_rule_chunked
 from odebook.params import GradientFlowParams, ODESolverParams
 from odebook.study.flops import count_flops
-from odebook.study.generation import generation_speed
+from odebook.study.measure import generation_speed
 from odebook.training.runtime import Precision, device_name, seed_everything
 from odebook.training.train import TrainConfig, train
 

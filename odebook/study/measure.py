@@ -1,7 +1,8 @@
 """Measurements of ODE-block variants: peak memory and time of a training step, gradient error against direct
 backpropagation, function evaluations, two integrators' training steps timed interleaved (with the time per
-evaluation beside the time), and a trained flow's work–precision table: each integrator's error against a fine
-reference by its evaluations and its time. Generation's speed with and without the KV cache: study.generation.
+evaluation beside the time), the speed of cached against recomputed generation, and the generated length at which
+that speed-up passes a target (the crossover, interpolated on the log–log curve), and a trained flow's
+work–precision table: each integrator's error against a fine reference by its evaluations and its time.
 
 Peak memory on CUDA is torch's allocator peak; on the CPU, where torch keeps no such counter, it is the running
 sum of every allocation and free the profiler records (``profile_memory``), in the order they happened — also those
@@ -24,7 +25,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from odebook.models.arms import HybridConfig
-from odebook.models.lm import lm_loss
+from odebook.models.lm import LM, generate, lm_loss
 from odebook.nn import torch_private
 from odebook.nn.ode import ODEFlowBlock, count_evaluations
 from odebook.study.stats import Verdict
@@ -32,8 +33,8 @@ from odebook.study.timing import MIN_REPS, Timing, interleaved
 from odebook.training.runtime import Precision, synchronize
 
 __all__ = ["peak_memory", "gradient", "relative_error", "nfe_per_forward", "evaluated_step", "sensitivity_sweep",
-           "memory_verdicts", "SolverTiming", "solver_timing", "work_precision", "evaluations_to_reach",
-           "work_precision_verdicts"]
+           "memory_verdicts", "SolverTiming", "solver_timing", "generation_speed", "Crossover", "crossover",
+           "work_precision", "evaluations_to_reach", "work_precision_verdicts"]
 
 
 def peak_memory(fn: Callable[[], object], device: torch.device) -> int:
@@ -131,6 +132,21 @@ def sensitivity_sweep(config: HybridConfig, weights: Mapping[str, torch.Tensor],
     return pd.DataFrame(rows)
 
 
+def generation_speed(model: LM, prompt: torch.Tensor, n_new: int) -> dict:
+    """Greedy generation of ``n_new`` tokens after ``prompt`` [B, T], with the KV cache and by recomputation:
+    seconds of each (after a warm-up of a few tokens), the speed-up, and whether the tokens are identical."""
+    out, seconds = {}, {}
+    for cache in (True, False):
+        generate(model, prompt, 4, temperature=0, cache=cache)  # warm-up: first-call allocations and caches
+        synchronize(prompt.device)
+        t0 = time.perf_counter()
+        out[cache] = generate(model, prompt, n_new, temperature=0, cache=cache)
+        synchronize(prompt.device)
+        seconds[cache] = time.perf_counter() - t0
+    return {"new_tokens": n_new, "cached_s": seconds[True], "recomputed_s": seconds[False],
+            "speedup": seconds[False] / seconds[True], "identical_tokens": bool(torch.equal(out[True], out[False]))}
+
+
 def memory_verdicts(sweep: pd.DataFrame, *, growth_limit: float, grad_tolerance: float, scale: str = ""
                     ) -> list[Verdict]:
     """The memory claims, read from a ``sensitivity_sweep`` between its fewest and most steps: "adjoint reduces
@@ -201,6 +217,46 @@ def solver_timing(a: nn.Module, b: nn.Module, batch: tuple[torch.Tensor, torch.T
     nfe_a, nfe_b = sum(step_a()), sum(step_b())
     timing = interleaved(step_a, step_b, reps=reps, warmup=warmup, sync=lambda: synchronize(precision.device))
     return SolverTiming(timing, nfe_a, nfe_b)
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where a speed-up curve first reaches ``target``: ``length`` interpolated on the log–log curve between the two
+    measured lengths around it (the first length itself when the curve starts at or above the target, ``below``),
+    or None when it is not reached up to ``longest``."""
+
+    length: float | None
+    target: float
+    longest: int
+    below: bool = False
+
+    @property
+    def reached(self) -> bool:
+        return self.length is not None
+
+    def __str__(self) -> str:
+        if not self.reached:
+            return f"{self.target:g}× not reached up to {self.longest} tokens"
+        return f"{self.target:g}× {'at or below' if self.below else 'from'} {self.length:.0f} tokens"
+
+
+def crossover(lengths: Sequence[int], speedups: Sequence[float], target: float) -> Crossover:
+    """The generated length at which ``speedups`` (measured at increasing ``lengths``) first pass ``target``:
+    linear interpolation of log speed-up against log length between the last length below the target and the
+    first at or above it."""
+    if len(lengths) != len(speedups) or not lengths:
+        raise ValueError(f"need one speed-up per length, got {len(lengths)} lengths and {len(speedups)} speed-ups")
+    if list(lengths) != sorted(set(lengths)) or min(lengths) <= 0 or min(speedups) <= 0 or target <= 0:
+        raise ValueError(f"lengths must increase and lengths, speed-ups and target be positive, got {list(lengths)}, "
+                         f"{list(speedups)}, {target}")
+    longest = max(lengths)
+    if speedups[0] >= target:
+        return Crossover(float(lengths[0]), target, longest, below=True)
+    for (n0, s0), (n1, s1) in zip(zip(lengths, speedups), zip(lengths[1:], speedups[1:])):
+        if s0 < target <= s1:
+            f = (math.log(target) - math.log(s0)) / (math.log(s1) - math.log(s0))
+            return Crossover(math.exp(math.log(n0) + f * (math.log(n1) - math.log(n0))), target, longest)
+    return Crossover(None, target, longest)
 
 
 @torch.no_grad()

@@ -4,8 +4,8 @@ import torch
 from odebook.models import lm as models
 import math
 
-from odebook.study.generation import crossover, generation_speed
-from odebook.study.measure import evaluated_step, nfe_per_forward, peak_memory, sensitivity_sweep, solver_timing
+from odebook.study.measure import (crossover, generation_speed, nfe_per_forward, peak_memory, sensitivity_sweep,
+                                   solver_timing, evaluated_step)
 from odebook.training.runtime import precision_for, seed_everything
 
 CPU = precision_for(torch.device("cpu"))

@@ -136,6 +136,7 @@ dynamics_tokens = 8
 
 # %%
 import functools
+from operator import attrgetter
 
 import numpy as np
 import pandas as pd
@@ -145,7 +146,7 @@ from IPython.display import Markdown, display
 from odebook.book import budget, notebook, plots
 from odebook.data import corpus as data
 from odebook.data import mqar
-from odebook.models.arms import gradient_flow_arms, layer_groups
+from odebook.models.arms import gradient_flow_arms
 from odebook.nn.ode import evaluations_per_forward
 from odebook.params import GradientFlowParams
 from odebook.study import calibrated, dynamics
@@ -205,15 +206,12 @@ if len(design):
 # once both have stopped. The flow-off loss of each hybrid is taken on the same test batches.
 
 # %%
-def groups(name, model):
-    return layer_groups(model, cfg.replaced_blocks(name))
-
-
 options = notebook.run_options(p, out)
 values_of = functools.partial(calibrated.seed_differences, claims, task.test, precision, arms=list(builders))
+run_only = {"groups": calibrated.gradient_groups(cfg), "log_dir": options.pop("log_dir")}
 looked, lr_table, grid = tune_then_look(builders, task, TrainConfig.from_params(p, steps=p.task_steps), precision,
                                         claims, values_of, lrs=p.lr_grid, plan=p.seed_plan, alpha=p.alpha,
-                                        run_only={"groups": groups, "log_dir": options.pop("log_dir")}, **options)
+                                        run_only=run_only, **options)
 chosen = lr_table["chosen lr"]
 notebook.save_table(lr_table, out, "lr_selection")
 display(lr_table.round(4))
@@ -246,9 +244,7 @@ notebook.save_figure(plots.loss_and_gradients(runs, list(builders)), out, "loss_
 # "replaced ÷ α" divides the span's ratio by the α each hybrid ended with.
 
 # %%
-hybrid_runs = by_seed(runs, "hybrid", lambda r: r)
-span = f"blocks.{cfg.replaced_blocks('hybrid').start}"
-alphas = [r.module.get_submodule(span).field.alpha.item() for r in hybrid_runs]
+alphas = calibrated.learned_alphas(runs, cfg)
 
 ratio_table = calibrated.gradient_ratios(runs, alphas)
 display(ratio_table.round(4))
@@ -263,7 +259,8 @@ print("the hybrid's learned α at the end of training, per seed: " + ", ".join(f
 
 # %%
 test_tokens = task.test[0][0][: p.dynamics_sequences, : p.dynamics_tokens]
-dyn = dynamics.analyse(hybrid_runs[0].module, span, list(test_tokens), label="hybrid")
+first_hybrid = by_seed(runs, "hybrid", attrgetter("module"))[0]
+dyn = dynamics.analyse(first_hybrid, f"blocks.{cfg.replaced_blocks('hybrid').start}", list(test_tokens), label="hybrid")
 display(dyn.round(4))
 notebook.save_figure(plots.spectrum(dyn), out, "dynamics")
 

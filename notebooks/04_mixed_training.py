@@ -244,7 +244,7 @@ display(examples[["acc", "example lo", "example hi", "n"]].rename(
     columns={"example lo": "example-level lo", "example hi": "example-level hi"}).round(3))
 by_distance = retrieval.across_seeds(scores[scores.set == "random"], ["arm", "regime", "ablation", "bin"])
 display(by_distance["acc"].unstack("bin").reindex(columns=list(retrieval.BINS)).round(3))
-ppl_table = ppl.groupby(["arm", "regime"], sort=False).PPL.agg(lambda v: mean_ci(v.tolist())).map(str)
+ppl_table = ppl.groupby(["arm", "regime"], sort=False).PPL.agg(mean_ci).map(str)
 display(ppl_table.to_frame("held-out PPL (mean [95 % interval across seeds])"))
 
 # %% [markdown]

@@ -17,19 +17,21 @@ and should come out "not held".
 
 ``design`` simulates the looks for the primaries at a pilot's seed SD (the design's power). ``alpha_normalised``
 puts gradient-norm ratios of an ODE block beside the learned output scale α that multiplies every weight gradient of
-its vector field: a ratio of α to the baseline's is what the parameterisation predicts (``gradient_ratios``).
+its vector field: a ratio of α to the baseline's is what the parameterisation predicts (``gradient_ratios``, by
+the groups of ``gradient_groups``, with the α of ``learned_alphas``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 import torch
 
+from odebook.models.arms import HybridConfig, layer_groups
 from odebook.models.lm import ode_blocks
 from odebook.study.claims import Claim, negative_control, paired
 from odebook.study.experiment import Run, by_seed, grad_ratios, summarize
@@ -39,7 +41,8 @@ from odebook.training.runtime import Precision
 from odebook.training.train import evaluate
 
 __all__ = ["GATE", "FLOW_OFF", "calibrated_claims", "comparisons", "paired_losses", "seed_losses", "seed_differences",
-           "results_table", "gap_closed", "alpha_normalised", "design", "gradient_ratios", "loss_without_flow"]
+           "results_table", "gap_closed", "alpha_normalised", "design", "gradient_groups", "learned_alphas",
+           "gradient_ratios", "loss_without_flow"]
 
 GATE = "removing the replaced layers costs more than the margin"
 FLOW_OFF = "hybrid, flow off"  # the hybrid with its flow switched off at test (``loss_without_flow``): the ablated arm
@@ -131,6 +134,20 @@ def design(claims: Sequence[Claim], looks: Sequence[int], *, margin: float, sd: 
     return pd.DataFrame([{"case": case, "P(held)": o.efficacy, "P(not held)": o.futility,
                           "P(inconclusive at the cap)": o.cap, "mean seeds": o.seeds} for case, o in rows]
                         ).set_index("case")
+
+
+def gradient_groups(cfg: HybridConfig) -> Callable[[str, torch.nn.Module], dict[str, list]]:
+    """The parameter groups whose gradient norms the runs record, for an arm by name: its parameters by position
+    around the span that arm puts where the baseline has the ODE layers (``layer_groups``, ``cfg.replaced_blocks``)."""
+    def groups(arm: str, model: torch.nn.Module) -> dict[str, list]:
+        return layer_groups(model, cfg.replaced_blocks(arm))
+    return groups
+
+
+def learned_alphas(runs: Sequence[Run], cfg: HybridConfig, *, arm: str = "hybrid") -> list[float]:
+    """Per seed, in seed order, the output scale α that ``arm``'s ODE block ended training with."""
+    span = f"blocks.{cfg.replaced_blocks(arm).start}"
+    return [r.module.get_submodule(span).field.alpha.item() for r in by_seed(runs, arm, lambda r: r)]
 
 
 def gradient_ratios(runs: Sequence[Run], alphas: Sequence[float], *, arm: str = "hybrid",

@@ -94,7 +94,8 @@ def run_ladder(p, task, precision, **options) -> Ladder:
     lr_rows, rows, losses, records = [], [], {}, []
     for s in p.series:
         for i in range(len(p.ladder_d)):
-            name, size = f"{s} {size_name(p, i)}", size_name(p, i)
+            size = size_name(p, i)
+            name = f"{s} {size}"
             runs, tried, chosen = tune_then_run({name: p.size_config(i, s).build}, task, TrainConfig.from_params(p),
                                                 precision, lrs=p.lr_grid, plan=p.seed_plan, **options)
             lr_rows += [{"series": s, "size": size, "lr": lr, "val_loss": loss, "chosen": lr == chosen[name]}

@@ -6,15 +6,14 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
 __all__ = ["Interval", "mean_ci", "bounded_mean_ci", "proportion_ci", "OUTCOMES", "NEEDS", "outcome_word", "decide",
-           "Verdict", "Comparison", "welch", "lower_is_held", "claim_lower", "all_of", "paired_difference", "PowerLaw",
-           "power_law_fit", "PairedTest", "paired_test", "holm", "paired_outcome", "holm_verdicts"]
+           "Verdict", "PowerLaw", "power_law_fit", "PairedTest", "paired_test", "holm"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ def proportion_ci(successes: int, n: int, *, level: float = 0.95, method: str = 
 
 
 OUTCOMES = ("held", "not held", "equivalent", "not testable at this scale", "inconclusive", "descriptive", "not run")
-# What each word means, in every verdict of the book (study.claims.settle, stats.holm_verdicts, the looks):
+# What each word means, in every verdict of the book (study.claims.settle, the looks, stats.decide):
 # - held: the test of the claim rejected its null — for a superiority claim "no difference" (a − b = 0): the effect
 #   lies on the claimed side of 0, not necessarily beyond the margin, which is the smallest effect of interest (it
 #   sets the power and the futility test);
@@ -147,66 +146,6 @@ def _finite(x: float) -> float | None:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """Welch's t-test of a against b: diff = mean(a) − mean(b), Cohen's d with the average of the two variances."""
-
-    diff: float
-    t: float
-    p: float
-    d: float
-
-
-def welch(a: Sequence[float], b: Sequence[float]) -> Comparison:
-    """Welch's unequal-variance t-test (scipy) and Cohen's d; with fewer than two values per side p is NaN."""
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    diff = float(x.mean() - y.mean())
-    if min(len(x), len(y)) < 2:
-        return Comparison(diff, math.nan, math.nan, math.nan)
-    res = stats.ttest_ind(x, y, equal_var=False)
-    pooled = math.sqrt((x.var(ddof=1) + y.var(ddof=1)) / 2)
-    return Comparison(diff, float(res.statistic), float(res.pvalue), diff / pooled if pooled > 0 else math.nan)
-
-
-def lower_is_held(c: Comparison, alpha: float = 0.05) -> str:
-    """Verdict on "a is lower than b": 'held' when significantly lower at ``alpha``, 'not held' when significantly
-    higher, otherwise 'inconclusive' (no significant difference, or too few seeds for a test)."""
-    if math.isnan(c.p) or c.p >= alpha:
-        return "inconclusive"
-    return "held" if c.diff < 0 else "not held"
-
-
-def claim_lower(a: Sequence[float], b: Sequence[float], alpha: float, name_a: str, name_b: str) -> tuple[str, str]:
-    """Verdict and evidence for "a is lower than b" (Welch's t-test at ``alpha``); 'not run' when a side is empty."""
-    if len(a) == 0 or len(b) == 0:
-        return "not run", f"needs {name_a} and {name_b}"
-    c = welch(a, b)
-    return lower_is_held(c, alpha), f"{name_a} − {name_b} = {c.diff:+.4f}, p = {c.p:.3g}, d = {c.d:+.2f}"
-
-
-def all_of(*claims: tuple[str, str]) -> tuple[str, str]:
-    """A claim made of several: held when all are held; not held when any is not held; else not run/inconclusive."""
-    verdicts = [v for v, _ in claims]
-    for outcome in ("not held", "not run", "inconclusive"):
-        if outcome in verdicts:
-            break
-    else:
-        outcome = "held"
-    return outcome, "; ".join(e for _, e in claims)
-
-
-def paired_difference(a: Sequence[float], b: Sequence[float], level: float = 0.95, seed: int = 0) -> Interval:
-    """Mean of a − b over paired observations (e.g. per-example hits with and without the state) with a
-    bootstrap percentile interval (scipy.stats.bootstrap, 2,000 resamples)."""
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    mean = float((x - y).mean())
-    if len(x) < 2 or np.all(x - y == (x - y)[0]):
-        return Interval(mean, mean, mean, len(x))
-    res = stats.bootstrap((x, y), lambda u, v: (u - v).mean(), paired=True, n_resamples=2000,
-                          confidence_level=level, method="percentile", random_state=seed)
-    return Interval(mean, float(res.confidence_interval.low), float(res.confidence_interval.high), len(x))
-
-
-@dataclass(frozen=True)
 class PowerLaw:
     """L(N) = a·N^(−alpha) + c, with a 95 % interval on alpha (NaN when too few points for one)."""
 
@@ -245,7 +184,7 @@ def power_law_fit(n: Sequence[float], loss: Sequence[float]) -> PowerLaw:
     return PowerLaw(float(a * scale**alpha), float(alpha), float(c), low, high, len(x))
 
 
-# -- paired comparisons across seeds, Holm's correction across a study's verdicts --------------------------------
+# -- paired comparisons across seeds (experiment.compare_to's table), Holm's correction (study.claims' families) -------
 @dataclass(frozen=True)
 class PairedTest:
     """A claim about paired values (seed i of a against seed i of b, which shared the batch stream): the mean
@@ -259,21 +198,6 @@ class PairedTest:
     p: float
     dz: float
     log: bool  # values compared as log(a / b)
-
-    @property
-    def varies(self) -> bool:
-        """False when there was nothing to test: one seed, or a difference equal in every seed (see paired_test)."""
-        return not math.isnan(self.t)
-
-    def evidence(self, label: str = "") -> str:
-        what = "mean log(a/b)" if self.log else "mean a − b"
-        head = f"{label}: " if label else ""
-        if not self.varies and self.interval.n >= 2:
-            return (f"{head}{what} = {self.interval.mean:.4g} vs {self.threshold:+.4g}, equal in all "
-                    f"{self.interval.n} seeds: no t-test (a difference that does not vary across seeds is left "
-                    "inconclusive, see stats.decide)")
-        return (f"{head}{what} = {self.interval} vs {self.threshold:+.4g}, paired t = {self.t:.3g}, two-sided "
-                f"p = {self.p:.3g}, d_z = {self.dz:+.2f}")
 
 
 def paired_test(a: Sequence[float], b: Sequence[float], *, claim: str, threshold: float = 0.0,
@@ -304,39 +228,3 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - k) * p[i]))
         out[i] = running
     return out
-
-
-def paired_outcome(test: PairedTest, p_adjusted: float, alpha: float) -> str:
-    """'held' when the Holm-adjusted p is below ``alpha`` and the mean lies on the claimed side of the threshold,
-    'not held' when it is below ``alpha`` on the other side — the claimed side is ruled out, the meaning 'not held'
-    has everywhere (OUTCOMES), with the threshold as the margin — else 'inconclusive' (too few seeds, no variation,
-    or no significant difference). This is ``decide`` with the interval's level set by Holm's procedure."""
-    if math.isnan(p_adjusted) or p_adjusted >= alpha:
-        return "inconclusive"
-    below = test.interval.mean < test.threshold
-    return "held" if below == (test.claim == "below") else "not held"
-
-
-def holm_verdicts(tests: dict[str, list[PairedTest]], alpha: float, scale: str | Mapping[str, str] = "",
-                  notes: dict[str, str] | None = None) -> list[Verdict]:
-    """One Verdict per claim; a claim made of several paired tests (all must hold; any not held makes it not held)
-    gets each test's outcome. Every test of every claim is one member of the Holm family. ``scale``: one for all
-    claims, or one per claim. A calibration (a claim named "calibration…") is a family of its own: mixed with claims
-    it would take a share of their α, so a family that mixes them is refused."""
-    calibrations = [c for c in tests if c.startswith("calibration")]
-    if calibrations and len(calibrations) < len(tests):
-        raise ValueError(f"holm_verdicts: calibrations {calibrations} share a family with claims; settle them as a "
-                         "family of their own")
-    flat = [(claim, t) for claim, ts in tests.items() for t in ts]
-    adjusted = holm([t.p for _, t in flat])
-    verdicts = []
-    for claim, ts in tests.items():
-        rows = [(t, q) for (c, t), q in zip(flat, adjusted) if c == claim]
-        outcomes = [paired_outcome(t, q, alpha) for t, q in rows]
-        outcome = ("not held" if "not held" in outcomes else "inconclusive" if "inconclusive" in outcomes
-                   else "held")
-        evidence = "; ".join(t.evidence() + (f", Holm p = {q:.3g}" if t.varies else "") for t, q in rows)
-        note = (notes or {}).get(claim)
-        verdicts.append(Verdict(claim, outcome, f"{evidence}{f' — {note}' if note else ''}",
-                                scale if isinstance(scale, str) else scale[claim]))
-    return verdicts

@@ -120,6 +120,18 @@ def test_a_notebook_reads_like_a_paper_its_machinery_in_odebook(name):
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_notebook_defines_no_function_its_functions_are_odebooks(name):
+    """No ``def``, ``lambda`` or ``class`` in a notebook: a function a study needs is its odebook module's, with a
+    docstring and a test, and a Runs cell reads as calls."""
+    import ast
+
+    tree = ast.parse((BOOK.notebooks / f"{name}.py").read_text())
+    defined = [f"line {n.lineno}: {type(n).__name__}" for n in ast.walk(tree)
+               if isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    assert not defined, f"{name}: {defined}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
 def test_papermill_reads_every_line_of_the_parameters_cell(name, caplog):
     """``papermill --help-notebook`` lists every parameter (a line it cannot parse is left out, with a warning)."""
     from papermill.translators import PythonTranslator

@@ -162,3 +162,31 @@ def test_gradient_ratios_are_geometric_means_over_seeds_beside_the_alpha_normali
     assert table.loc["embedding", "ratio"] == pytest.approx(1.0)
     assert table.loc["replaced", "ratio"] == pytest.approx(0.2)  # exp(mean(log 0.1, log 0.4))
     assert table.loc["replaced ÷ α", "ratio"] == pytest.approx(2.0) and table.loc["replaced", "seeds"] == 2
+
+
+def test_each_arm_is_grouped_around_its_own_span_and_the_alphas_are_read_in_seed_order():
+    import torch
+
+    from odebook.models.arms import HybridConfig, layer_groups
+    from odebook.study.calibrated import gradient_groups, learned_alphas
+
+    cfg = HybridConfig(vocab_size=32, d_model=16, n_layer=4, n_head=2, max_seq_len=8, ode_layers=(1, 2),
+                       solver="euler", steps=2, sensitivity="direct", rtol=1e-3, atol=1e-4, control_dim=2,
+                       alpha_init=0.5)
+    groups = gradient_groups(cfg)
+    for arm, replaced in (("baseline", range(1, 3)), ("hybrid", range(1, 2)), ("null", range(1, 1))):
+        model = getattr(cfg, arm)()
+        got, want = groups(arm, model), layer_groups(model, replaced)
+        assert got.keys() == want.keys() and all(
+            [id(p) for p in got[g]] == [id(p) for p in want[g]] for g in got), arm
+    assert "replaced" not in groups("null", cfg.null()) and len(groups("hybrid", cfg.hybrid())["after"]) > 0
+
+    def run(seed, alpha):
+        model = cfg.hybrid()
+        with torch.no_grad():
+            model.blocks[1].field.alpha.fill_(alpha)
+        return Run("hybrid", seed, 0, History(), 0.0, model, 0, float("nan"), None)
+
+    runs = [run(2, 0.3), run(0, 0.1), run(1, -0.2), Run("baseline", 0, 0, History(), 0.0, cfg.baseline(), 0,
+                                                           float("nan"), None)]
+    assert learned_alphas(runs, cfg) == pytest.approx([0.1, -0.2, 0.3])

@@ -54,12 +54,18 @@ from odebook.models import lm as models
 from odebook.data.corpus import random_batches
 from odebook.study.flops import count_flops
 from odebook.study.flops import forward_flops
-from odebook.study.measure import peak_memory
+from odebook import studies
 from odebook.models.lm import count_params, lm_loss
 from odebook.nn import gemm, torch_private
-from odebook.params import TIME_INDEXED_MODELS, GradientFlowParams, ODESolverParams, TimeIndexedParams
 from odebook.training.runtime import ALLOCATOR_ENV, Precision, seed_everything
 from odebook.training.train import TrainConfig, train
+
+measure = studies.load("05_ode_solvers").measure
+TIME_INDEXED_MODELS = studies.load("02_time_indexed").params.TIME_INDEXED_MODELS
+GradientFlowParams = studies.schema("01_gradient_flow")
+ODESolverParams = studies.schema("05_ode_solvers")
+TimeIndexedParams = studies.schema("02_time_indexed")
+
 
 __all__ = ["step_flops", "step_times", "main"]
 
@@ -112,7 +118,7 @@ def step_flops(model: torch.nn.Module, loss_fn=lm_loss) -> tuple[float, float]:
     x = torch.randint(0, GPT2_VOCAB, (BATCH, SEQ))
     flops = count_flops(lambda: loss_fn(model, (x, x.roll(-1, 1))).backward())
     model.zero_grad(set_to_none=True)
-    peak = peak_memory(lambda: loss_fn(model, (x, x.roll(-1, 1))).backward(), torch.device("cpu"))
+    peak = measure.peak_memory(lambda: loss_fn(model, (x, x.roll(-1, 1))).backward(), torch.device("cpu"))
     model.zero_grad(set_to_none=True)
     return float(flops), float(peak)
 
@@ -188,19 +194,20 @@ CONFIG_05 = T4_05.model_config(GPT2_VOCAB)  # generation_solver at the budget of
 
 def _worker_05() -> dict:
     """KV-cache speed-ups and the sensitivity sweep of study 05 (see the module docstring)."""
-    from odebook.study.measure import generation_speed, sensitivity_sweep
+    from odebook import studies
+    measure = studies.load("05_ode_solvers").measure
 
     torch.set_flush_denormal(True)
     seed_everything(0)
     generators = {"baseline": CONFIG_05.baseline(), f"hybrid {CONFIG_05.solver} ×2": CONFIG_05.hybrid()}
     prompt = torch.randint(0, GPT2_VOCAB, (1, 32), generator=torch.Generator().manual_seed(0))
-    generation = [{"model": name, **generation_speed(model, prompt, n)}
+    generation = [{"model": name, **measure.generation_speed(model, prompt, n)}
                   for name, model in generators.items() for n in (256, 1024)]
 
     seed_everything(0)
     config = CONFIG_05.replace(vocab_size=256, solver=T4_05.sweep_solver)
     x = torch.randint(0, 256, (8, 128), generator=torch.Generator().manual_seed(0))
-    sweep = sensitivity_sweep(config, config.hybrid().state_dict(), (x, x.roll(-1, 1)),
+    sweep = measure.sensitivity_sweep(config, config.hybrid().state_dict(), (x, x.roll(-1, 1)),
                               Precision(torch.device("cpu"), None), sensitivities=("direct", "adjoint", "reversible"),
                               steps=(4, 8, 16, 32), repeats=1)
     return {"generation": generation, "sweep": sweep.to_dict("records")}

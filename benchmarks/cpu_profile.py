@@ -44,7 +44,7 @@ OMP = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 def largest_run(study: str) -> tuple:
     """The runs of ``study``'s cpu plan that train the most steps, and their training work (budget.plan)."""
     from odebook.book.budget import plan
-    from odebook.params import validate_values
+    from odebook.studies import validate_values
 
     params = validate_values(study, f"params/cpu/{study}.yaml")[0]
     runs = max(plan(params), key=lambda r: r.steps)
@@ -128,7 +128,7 @@ def ops_worker(study: str, steps: int, warmup: int) -> dict:
 def estimate(study: str) -> dict:
     """odebook.book.budget's estimate of ``study``'s cpu run, in this process."""
     from odebook.book import budget
-    from odebook.params import validate_values
+    from odebook.studies import validate_values
     from odebook.training.runtime import precision_for, resolve_device
 
     params = validate_values(study, f"params/cpu/{study}.yaml")[0]

@@ -27,11 +27,15 @@ import torch.nn.functional as F
 from odebook.data.corpus import random_batches
 from odebook.models.lm import lm_loss
 from odebook.nn.delta_rule import fla_kernel, gated_delta_rule_chunked
-from odebook.params import GradientFlowParams, ODESolverParams
+from odebook import studies
 from odebook.study.flops import count_flops
-from odebook.study.measure import generation_speed
 from odebook.training.runtime import Precision, device_name, seed_everything
 from odebook.training.train import TrainConfig, train
+
+measure = studies.load("05_ode_solvers").measure
+GradientFlowParams = studies.schema("01_gradient_flow")
+ODESolverParams = studies.schema("05_ode_solvers")
+
 
 CUDA = torch.device("cuda")
 GPT2_VOCAB = 50257
@@ -87,7 +91,7 @@ def kv_cache() -> list[dict]:
     rows = []
     for name, build in (("baseline", config.baseline), (f"hybrid {config.solver}", config.hybrid)):
         model = build().to(CUDA).eval()
-        rows += [{"model": name, **generation_speed(model, prompt, n)} for n in (256, 1024)]
+        rows += [{"model": name, **measure.generation_speed(model, prompt, n)} for n in (256, 1024)]
     return rows
 
 

@@ -23,13 +23,16 @@ import time
 from pathlib import Path
 
 from odebook.data import mqar
-from odebook.models.arms import gradient_flow_arms
-from odebook.params import GradientFlowParams
+from odebook import studies
 from odebook.study.experiment import run_seeds
 from odebook.study.recall import mqar_task
 from odebook.training.executor import Workers, usable_cores
 from odebook.training.runtime import precision_for, resolve_device
 from odebook.training.train import TrainConfig
+
+arms01 = studies.load("01_gradient_flow").arms
+GradientFlowParams = studies.schema("01_gradient_flow")
+
 
 BASE = {"d_model": 64, "n_layer": 2, "ode_layers": [1], "mqar_keys": 16, "mqar_pairs": 4, "seq_len": 64,
         "max_seq_len": 64, "task_steps": 1000, "task_batch_size": 32, "eval_interval": 250, "eval_batches": 10,
@@ -45,7 +48,7 @@ def pilot(candidate: dict) -> list[dict]:
     task = mqar_task(vocab=vocab, train_ks=[p.mqar_pairs], eval_ks=[p.mqar_pairs], batch_size=p.task_batch_size,
                      seq_len=p.seq_len, eval_batches=p.eval_batches, power_a=0.1, device=precision.device, test=True)
     config = dataclasses.replace(TrainConfig.from_params(p, steps=p.task_steps), lr=candidate["lr"])
-    builders = gradient_flow_arms(p.model_config(vocab.size), arms)
+    builders = arms01.gradient_flow_arms(p.model_config(vocab.size), arms)
     start = time.perf_counter()
     runs = run_seeds(builders, task, config, precision, seeds=range(seeds), progress=False,
                      executor=Workers(usable_cores()))

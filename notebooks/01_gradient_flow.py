@@ -143,13 +143,12 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from odebook.book import budget, notebook, plots
+from odebook import studies
+from odebook.book import budget, notebook
 from odebook.data import corpus as data
 from odebook.data import mqar
-from odebook.models.arms import gradient_flow_arms
 from odebook.nn.ode import evaluations_per_forward
-from odebook.params import GradientFlowParams
-from odebook.study import calibrated, dynamics
+from odebook.study import dynamics, plots
 from odebook.study.claims import declaration
 from odebook.study.experiment import by_seed, run_seeds, summarize
 from odebook.study.looks import tune_then_look
@@ -158,7 +157,9 @@ from odebook.study.stats import mean_ci
 from odebook.study.task import lm_task
 from odebook.training.train import TrainConfig
 
-p, out, precision = notebook.start(GradientFlowParams, globals())
+study = studies.load("01_gradient_flow")  # this study's package: its parameters, arms, analysis and figures
+calibrated, gradient_flow_arms = study.analysis, study.arms.gradient_flow_arms
+p, out, precision = notebook.start(study.Params, globals())
 print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 
 # %% [markdown]
@@ -235,7 +236,7 @@ per_seed = pd.DataFrame(losses, index=pd.Index(sorted({r.seed for r in runs}), n
 display(per_seed.round(4))
 
 # %%
-notebook.save_figure(plots.loss_and_gradients(runs, list(builders)), out, "loss_and_gradients")
+notebook.save_figure(study.figures.loss_and_gradients(runs, list(builders)), out, "loss_and_gradients")
 
 # %% [markdown]
 # ## Gradients relative to the baseline (descriptive)

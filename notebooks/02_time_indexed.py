@@ -22,19 +22,10 @@
 # (its table: by ≈ 0.136 and ≈ 0.105 nats), that the time dependence is what helps, and that its state-space variant
 # is best of all. Its code let attention see future tokens, had no positional embeddings and built its "standard"
 # baseline from hypernetwork blocks. Here every model is causal (tested), has learned positional embeddings and goes
-# through the same LM assembly; the baseline is a plain transformer.
-#
-# | model | what it is |
-# |---|---|
-# | `standard` | L independent pre-LN transformer blocks |
-# | `tong` | one block, every weight and LayerNorm made from sinusoidal features of t; Euler, dt = 1/L, t_k = (k+1)·dt |
-# | `ti_mlp` | shared weights, per-channel gates σ(a_out(t)) σ(a_in(t))ᵀ (what the published code did); x + f |
-# | `ti_mlp_full` | shared weights, one gate per weight (the published formula); x + f |
-# | `ti_ssm` | `ti_mlp` with a selective diagonal SSM beside attention, its A, B, C, Δ, D gated by depth |
-# | `ti_mlp_constant` | `ti_mlp` with t held fixed — the adapter structure without time dependence (the control) |
-# | `ti_mlp_dt` | `ti_mlp` with ODE scaling x + dt·f |
-# | `ode_shared` | ODE integration with weight sharing: x + dt·(f_base(x) ⊙ m(t)) |
-# | `ti_mlp_twin` | `ti_mlp` again from another initial draw, tuned and trained the same way — the null arm |
+# through the same LM assembly; the baseline is a plain transformer. The arms — `standard`, `tong`, `ti_mlp`,
+# `ti_mlp_full`, `ti_ssm`, `ti_mlp_constant` (t held fixed), `ti_mlp_dt`, `ode_shared` and `ti_mlp_twin` (the null
+# arm) — are declared once, each with what it is, in this study's `arms` module; the table below the parameters shows
+# those the profile trains.
 #
 # **Claims, declared before the runs** (the table below the parameters prints them with their margins): (1) the
 # TI-MLP beats both the standard transformer and Tong's model (one intersection–union claim: both parts must hold);
@@ -142,20 +133,23 @@ import functools
 import pandas as pd
 from IPython.display import Markdown, display
 
-from odebook.book import budget, notebook, plots
+from odebook import studies
+from odebook.book import budget, notebook
 from odebook.data import corpus as data
-from odebook.params import SeedPlan, TimeIndexedParams
-from odebook.study import dynamics
-from odebook.study import time_indexed as ti
+from odebook.params import SeedPlan
+from odebook.study import dynamics, plots
 from odebook.study.claims import declaration, settle
 from odebook.study.experiment import loss_at_depth, run_seeds
 from odebook.study.looks import run_in_looks
 from odebook.study.task import lm_task
 from odebook.training.train import TrainConfig
 
-p, out, precision = notebook.start(TimeIndexedParams, globals())
+study = studies.load("02_time_indexed")  # this study's package: its parameters, arms, analysis and figures
+ti, figures = study.analysis, study.figures
+p, out, precision = notebook.start(study.Params, globals())
 print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 print(f"LayerNorms of the gated models: {p.norm}; Tong's time MLPs: {p.tong_time_mlp}")
+display(Markdown(study.arms.table(p.models)))
 
 # %% [markdown]
 # ## The claims, declared before the runs
@@ -170,7 +164,7 @@ print(f"LayerNorms of the gated models: {p.norm}; Tong's time MLPs: {p.tong_time
 # their own Holm family. The equal-time comparison is descriptive (see "Equal wall-clock").
 
 # %%
-claims = ti.declared_claims(p.models, p.margin)  # those whose arms this profile trains (study.time_indexed)
+claims = ti.declared_claims(p.models, p.margin)  # those whose arms this profile trains (study.analysis)
 primaries = [c for c in claims if c.primary]
 display(Markdown(declaration(claims)))
 equal_claims = [c for c in claims if ti.EQUAL_TIME in c.comparisons]  # settled after the timing ("Equal wall-clock")
@@ -269,8 +263,8 @@ notebook.save_table(table, out, "results_table")
 display(table.round(4))
 
 # %%
-notebook.save_figure(plots.loss_against_params_and_time(table, runs, looked.seeds), out, "loss_vs_params_and_time")
-notebook.save_figure(plots.validation_curves(runs, table.index), out, "validation_curves")
+notebook.save_figure(figures.loss_against_params_and_time(table, runs, looked.seeds), out, "loss_vs_params_and_time")
+notebook.save_figure(figures.validation_curves(runs, table.index), out, "validation_curves")
 
 # %% [markdown]
 # ## Speed, timed interleaved
@@ -320,9 +314,8 @@ if equal_claims:
 # smooth: the re-discretisation below tests what that does to other step counts.
 
 # %%
-gated = [n for n in p.models if n not in ("standard", "tong", "ti_mlp_twin")]
-first = {name: next(r.module for r in runs if r.model == name) for name in gated}
-notebook.save_figure(plots.modulation(first), out, "modulation_curves")
+first = {name: next(r.module for r in runs if r.model == name) for name in study.arms.having(p.models, "gated")}
+notebook.save_figure(figures.modulation(first), out, "modulation_curves")
 
 # %% [markdown]
 # ## Re-discretisation
@@ -332,13 +325,13 @@ notebook.save_figure(plots.modulation(first), out, "modulation_curves")
 # %%
 valid = data.fixed_batches(splits.valid, p.eval_batches, p.batch_size, p.seq_len)
 depths = sorted({*p.rediscretize, p.n_layer})
-ode_style = [n for n in p.models if n in ("tong", "ti_mlp_dt", "ode_shared")]
+ode_style = study.arms.having(p.models, "ode_style")
 redisc = pd.DataFrame([{"model": r.model, "seed": r.seed, "steps": n, "val_loss": loss_at_depth(r, n, valid, precision)}
                        for r in runs if r.model in ode_style for n in depths])
 if len(redisc):
     redisc_table = redisc.groupby(["model", "steps"]).val_loss.mean().unstack()
     display(redisc_table.round(4))
-    notebook.save_figure(plots.rediscretisation(redisc_table, trained=p.n_layer), out, "rediscretisation")
+    notebook.save_figure(figures.rediscretisation(redisc_table, trained=p.n_layer), out, "rediscretisation")
 
 # %% [markdown]
 # ## The learned dynamics
@@ -350,7 +343,7 @@ if len(redisc):
 
 # %%
 test_tokens = splits.test[: p.dynamics_sequences * p.dynamics_tokens].view(p.dynamics_sequences, p.dynamics_tokens)
-shared_models = [n for n in p.models if n not in ("standard", "ti_mlp_twin")]
+shared_models = study.arms.having(p.models, "shared")
 dyn = pd.concat([dynamics.analyse(next(r for r in runs if r.model == n).module, "blocks.0", list(test_tokens), label=n)
                  for n in shared_models], ignore_index=True) if shared_models else pd.DataFrame()
 if len(dyn):

@@ -42,7 +42,7 @@
 # 6.6M / 14.4M / 37.7M parameters, compared on training loss and Delta). Here the ladder is descriptive — the curve,
 # the learning rate chosen per size on the validation split, tokens per parameter — and the rule is applied only
 # where the ladder can carry it: enough sizes for residual degrees of freedom, α's interval across seeds (a
-# bootstrap), and enough tokens per parameter (odebook.study.scaling); otherwise the verdict reads "not testable at
+# bootstrap), and enough tokens per parameter (this study's scaling); otherwise the verdict reads "not testable at
 # this scale" with what it lacks.
 #
 # The gated delta rule runs as fla-core's kernel on CUDA and as odebook's chunked pure-PyTorch form elsewhere; both
@@ -102,17 +102,19 @@ import functools
 import pandas as pd
 from IPython.display import Markdown, display
 
-from odebook.book import budget, notebook, plots
+from odebook import studies
+from odebook.book import budget, notebook
 from odebook.data import corpus as data
 from odebook.data import mqar, tasks
-from odebook.params import GDNScalingParams
-from odebook.study import capacity, recall, retrieval, scaling
+from odebook.study import recall, retrieval
 from odebook.study.claims import declaration, settle
 from odebook.study.looks import tune_then_look, void_by_controls
 from odebook.study.task import lm_task
 from odebook.training.train import TrainConfig
 
-p, out, precision = notebook.start(GDNScalingParams, globals())
+study = studies.load("03_gdn_scaling")  # this study's package: its parameters, arms, analysis and figures
+capacity, colours, scaling, figures = study.capacity, study.colours, study.scaling, study.figures
+p, out, precision = notebook.start(study.Params, globals())
 print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 tok = data.get_tokenizer(p.tokenizer)
 print(f"sizes (width × GDN layers): {[scaling.size_name(p, i) for i in range(len(p.ladder_d))]}; tokenizer {tok.name}")
@@ -184,7 +186,7 @@ display(pd.Series(mechanism, name="retrieval MSE").to_frame())
 # never bound to, per sequence) by more than the margin at every k — read off the exact 95 % interval of its first-query
 # hits pooled over seeds (at the ceiling every seed answers every query, and a test across seeds holds nothing on no
 # spread). Capacity per size, descriptive: the largest tested k up to which the binding stays ≥ 0.5 (about half the
-# pairs bound), with a seed-bootstrap interval (odebook.study.capacity); at the largest tested k it is a lower bound.
+# pairs bound), with a seed-bootstrap interval (this study's capacity); at the largest tested k it is a lower bound.
 #
 # **How this design was chosen.** The run of 2026-11-27 (seeds 0–3) claimed first-query accuracy above the best
 # non-binder; two of its three claims were inconclusive (d 16 seeds at k = 2: 0.86, 0.86, 0.61, 0.57 against a
@@ -261,7 +263,7 @@ positive = capacity.positive_control(mqar_runs, ks, non_binder=shortcut, margin=
 print(positive, *(f"gdn d{d}: {cap} (binding ≥ 0.5)" for d, cap in capacities.items()), sep="\n")
 
 # %%
-notebook.save_figure(plots.mqar_capacity(mqar_table, ks, shortcut, mqar.chance(V)), out, "mqar_capacity")
+notebook.save_figure(figures.mqar_capacity(mqar_table, ks, shortcut, mqar.chance(V)), out, "mqar_capacity")
 
 # %% [markdown]
 # ## Bindings held by a GDN-only state
@@ -275,7 +277,7 @@ notebook.save_figure(plots.mqar_capacity(mqar_table, ks, shortcut, mqar.chance(V
 # with no memory, varying from seed to seed like the trained ones.
 
 # %%
-retrieval_runs = retrieval.colour_runs(p, tok, precision, **notebook.run_options(p, out, "retrieval"))
+retrieval_runs = colours.colour_runs(p, tok, precision, **notebook.run_options(p, out, "retrieval"))
 origins = {f"{r.model}_seed{r.seed}": r.origin for r in retrieval_runs}
 print("runs:", ", ".join(f"{run} {origin}" for run, origin in origins.items()))
 scored = pd.concat([r.scores for r in retrieval_runs])
@@ -321,7 +323,7 @@ for s, v in zip(fits, go_no_go):
     print(s, v.outcome, v.evidence)
 
 # %%
-fig = plots.capacity_distance_scaling(by_k, by_distance, ladder.table, fits, bins=retrieval.BINS, chance=tasks.CHANCE,
+fig = figures.capacity_distance_scaling(by_k, by_distance, ladder.table, fits, bins=retrieval.BINS, chance=tasks.CHANCE,
                                       window=p.window, seeds=p.n_seeds)
 notebook.save_figure(fig, out, "capacity_distance_scaling")
 
@@ -340,7 +342,7 @@ notebook.save_figure(fig, out, "capacity_distance_scaling")
 retrieval_scale = (f"{tok.name} prompts of {max(p.ks)} bindings + {max(p.curriculum)} filler sentences, "
                    f"{p.retrieval_steps} steps × {p.retrieval_batch_size} prompts, {p.n_seeds} seeds "
                    "(source: one fact per prompt, 100 distractors, 1500 steps)")
-colour_claims, colour_values = retrieval.colour_claims(facts, memoryless, p.seed_plan.seeds, k=max(p.ks),
+colour_claims, colour_values = colours.colour_claims(facts, memoryless, p.seed_plan.seeds, k=max(p.ks),
                                                        margin=p.mqar_margin,
                                                        sizes=[scaling.size_name(p, i) for i in p.retrieval_sizes])
 colour_settled = void_by_controls(settle(colour_claims, colour_values, alpha=p.alpha))

@@ -143,12 +143,11 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from odebook.book import budget, notebook, plots
+from odebook import studies
+from odebook.book import budget, notebook
 from odebook.data import corpus as data
 from odebook.data import tasks
 from odebook.models.lm import generate
-from odebook.params import MixedTrainingParams
-from odebook.study import mixed_training as mt
 from odebook.study import retrieval
 from odebook.study.claims import declaration
 from odebook.study.experiment import run_seeds
@@ -156,7 +155,9 @@ from odebook.study.looks import run_in_looks
 from odebook.study.stats import mean_ci
 from odebook.training.train import TrainConfig
 
-p, out, precision = notebook.start(MixedTrainingParams, globals())
+study = studies.load("04_mixed_training")  # this study's package: its parameters, arms, analysis and figures
+mt = study.analysis
+p, out, precision = notebook.start(study.Params, globals())
 print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 tok = data.get_tokenizer(p.tokenizer)
 arms = p.arms()  # name → configuration (odebook.models.configs.PatternConfig)
@@ -199,7 +200,7 @@ if p.control:  # a control that reached a 'far' fact would be no stateless contr
 
 # %%
 design = mt.Design.of(arms, p.regimes, control=p.control, ppl_target=p.ppl_target)
-source = MixedTrainingParams()  # the source's configuration (the t4 profile)
+source = study.Params()  # the source's configuration (the t4 profile)
 ours, theirs = (q.steps * q.batch_size * q.seq_len for q in (p, source))
 tokens = (f"the source's configuration trains {theirs:,} language-model tokens, {theirs / ours:.0f}× this profile's "
           f"{ours:,}, at d {source.d_model} with a final-state read that sees the future")
@@ -265,8 +266,8 @@ verdicts = [settled.verdict(scale) for settled in looked.settled]
 notebook.show_verdicts(verdicts)
 
 # %%
-fig = plots.ablations(table, hybrids=list(design.hybrids), arms=list(arms), regimes=p.regimes, target=p.delta_target,
-                     chance=tasks.CHANCE)
+fig = study.figures.ablations(table, hybrids=list(design.hybrids), arms=list(arms), regimes=p.regimes,
+                              target=p.delta_target, chance=tasks.CHANCE)
 notebook.save_figure(fig, out, "ablations")
 
 # %% [markdown]

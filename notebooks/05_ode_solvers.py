@@ -121,17 +121,18 @@ import dataclasses
 import pandas as pd
 from IPython.display import Markdown, display
 
-from odebook.book import budget, notebook, plots
+from odebook import studies
+from odebook.book import budget, notebook
 from odebook.data import corpus as data
 from odebook.nn.ode import SOLVERS
-from odebook.params import ODESolverParams
-from odebook.study import generation, ode_solvers
+from odebook.study import plots
 from odebook.study.experiment import run_seeds
-from odebook.study.measure import memory_verdicts, sensitivity_sweep, work_precision_verdicts
 from odebook.study.task import lm_task
 from odebook.training.train import TrainConfig
 
-p, out, precision = notebook.start(ODESolverParams, globals())
+study = studies.load("05_ode_solvers")  # this study's package: its parameters, arms, analysis and figures
+ode_solvers, generation, measure, figures = study.analysis, study.generation, study.measure, study.figures
+p, out, precision = notebook.start(study.Params, globals())
 print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 
 # %% [markdown]
@@ -198,7 +199,7 @@ wp_table = pd.concat(wp, names=["flow"]).reset_index(level=0)
 notebook.save_table(wp_table.set_index(["flow", "solver"]), out, "work_precision")
 for model in p.integrators:
     first = f"{model}-trained, seed {p.seed}"
-    fig = plots.work_precision(wp[first], flow=first, stated_error=p.precision_error)
+    fig = figures.work_precision(wp[first], flow=first, stated_error=p.precision_error)
     notebook.save_figure(fig, out, f"work_precision_{model}")
 
 # %% [markdown]
@@ -229,13 +230,13 @@ print(f"rk4 / dopri5: {speed_step}")
 # round-off alone puts it near 1e-7.
 
 # %%
-sweep = sensitivity_sweep(cfg.replace(solver=p.sweep_solver), weights, train_batch, precision,
-                          sensitivities=p.sensitivities, steps=p.sweep_steps, repeats=p.timing_repeats)
+sweep = measure.sensitivity_sweep(cfg.replace(solver=p.sweep_solver), weights, train_batch, precision,
+                                  sensitivities=p.sensitivities, steps=p.sweep_steps, repeats=p.timing_repeats)
 with pd.option_context("display.float_format", "{:.4g}".format):
     display(sweep)
 notebook.save_table(sweep.set_index(["steps", "sensitivity"]), out, "sensitivity_sweep")
 
-fig = plots.sensitivity_sweep(sweep, solver=p.sweep_solver, steps=p.sweep_steps)
+fig = figures.sensitivity_sweep(sweep, solver=p.sweep_solver, steps=p.sweep_steps)
 notebook.save_figure(fig, out, "sensitivity_sweep")
 
 # %% [markdown]
@@ -267,7 +268,7 @@ display(Markdown("\n\n".join(f"**{s['model']}**, prompt {s['prompt']}: _{s['prom
 # %% [markdown]
 # ## Verdicts
 # The work–precision claim, its gate and its negative control are read off every trained flow's table
-# (odebook.study.measure.work_precision_verdicts); the speed claim is the interleaved timing's; the memory and KV-cache
+# (this study's measure.work_precision_verdicts); the speed claim is the interleaved timing's; the memory and KV-cache
 # verdicts are single measurements (they vary little between repeats), each with the way it can fail stated beside it.
 
 # %%
@@ -275,11 +276,12 @@ scale = (f"{p.n_layer} layers × d_model {p.d_model}, layers {p.ode_layers} a fl
          f"{p.batch_size} × {p.seq_len} {p.tokenizer} tokens; {precision.device.type}")
 first, last = min(p.sweep_steps), max(p.sweep_steps)
 growth = ode_solvers.memory_growth(sweep, p.sensitivities, p.sweep_steps)
-verdicts = [*work_precision_verdicts(wp, error=p.precision_error, budget=p.nfe_budget,
-                                     scale=scale + f"; {p.n_seeds} seeds × {len(p.integrators)} trained integrators"),
+verdicts = [*measure.work_precision_verdicts(wp, error=p.precision_error, budget=p.nfe_budget,
+                                             scale=scale + f"; {p.n_seeds} seeds × {len(p.integrators)} trained "
+                                                           "integrators"),
             ode_solvers.step_time_verdict(speed_step, table, scale),
-            *memory_verdicts(sweep, growth_limit=p.memory_growth_limit, grad_tolerance=p.reversible_grad_tolerance,
-                             scale=scale),
+            *measure.memory_verdicts(sweep, growth_limit=p.memory_growth_limit,
+                                     grad_tolerance=p.reversible_grad_tolerance, scale=scale),
             generation.kv_verdict(speed, crossovers, target=p.speedup_target, limit=p.crossover_limit,
                                   scale=scale + f"; prompt {p.prompt_tokens} tokens, batch 1, greedy")]
 notebook.show_verdicts(verdicts)

@@ -27,19 +27,21 @@ import torch
 
 from odebook.data import corpus as data
 from odebook.training import distributed
-from odebook.models.arms import gradient_flow_arms
-from odebook.params import validate_file
+from odebook import studies
+from odebook.studies import validate_file
 from odebook.training import checkpoint as ckpt
 from odebook.training.fingerprint import run_fingerprint, run_key
 from odebook.training.runtime import precision_for, seed_everything
 from odebook.training.train import TrainConfig, train
+
+arms01 = studies.load("01_gradient_flow").arms
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def builders(study: str, p, vocab_size: int) -> dict:
     if study == "01_gradient_flow":
-        return gradient_flow_arms(p.model_config(vocab_size))
+        return arms01.gradient_flow_arms(p.model_config(vocab_size))
     return {name: functools.partial(p.model_config(vocab_size).build, name) for name in p.models}
 
 

@@ -56,3 +56,15 @@ def smoke_book(tmp_path_factory) -> SmokeBook:
         mp.setattr(budget, "estimate", recorded)
         results = runner.run_book(runner.Book(ROOT / "notebooks", ROOT / "params", out), "smoke")
     return SmokeBook(out, results, estimates, before, during["cores"])
+
+
+@pytest.fixture
+def own_studies(monkeypatch):
+    """Register tiny studies of a test's own by name (``own_studies({"90_ok": OkParams})``): the runner finds a
+    study's parameters by its name (odebook.studies.schema), these first."""
+    from odebook import studies
+
+    def register(schemas: dict) -> None:
+        found = studies.schema
+        monkeypatch.setattr(studies, "schema", lambda name: schemas[name] if name in schemas else found(name))
+    return register

@@ -1,7 +1,17 @@
 """Every model family of the book at a tiny shape, for the tests that run each of them (causality on the GPU, the
 precision policies on the CPU and the GPU)."""
 
+import dataclasses
+
+from odebook import studies
 from odebook.models import lm as models
+
+
+def time_indexed(name: str, *, vocab_size: int, **shape):
+    """Study 02's arm ``name`` (its arms module) at ``vocab_size`` and ``shape``, its other settings the study's
+    defaults."""
+    config = studies.schema("02_time_indexed")().model_config(vocab_size)
+    return dataclasses.replace(config, **shape).build(name)
 
 V, D, H, T = 61, 32, 4, 40
 SHAPE = dict(vocab_size=V, d_model=D, n_head=H, max_seq_len=T)
@@ -12,9 +22,9 @@ FAMILIES = {
                                                     sensitivity="adjoint"),
     "hybrid-midpoint-reversible": lambda: models.ode_hybrid(**SHAPE, n_layer=4, ode_layers=[1, 2],
                                                             solver="midpoint", steps=3, sensitivity="reversible"),
-    "tong": lambda: models.time_indexed("tong", **SHAPE, n_layer=4),
-    "ti_mlp": lambda: models.time_indexed("ti_mlp", **SHAPE, n_layer=4),
-    "ti_ssm": lambda: models.time_indexed("ti_ssm", **SHAPE, n_layer=4),
+    "tong": lambda: time_indexed("tong", **SHAPE, n_layer=4),
+    "ti_mlp": lambda: time_indexed("ti_mlp", **SHAPE, n_layer=4),
+    "ti_ssm": lambda: time_indexed("ti_ssm", **SHAPE, n_layer=4),
     "gdn-swa": lambda: models.pattern_lm("GGS", **SHAPE, window=8),
     "gdn-state-read": lambda: models.pattern_lm("GGS", **SHAPE, window=8, state_read=True, local_path="drop_0.7"),
 }

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
-from odebook.book.profile import GROUPED_SETTINGS, MACHINE_SETTINGS, PROFILE_ENV
+from odebook.book.profile import MACHINE_SETTINGS, PROFILE_ENV
+from odebook.params.cell import cell_groups
 from odebook.training.runtime import ALLOCATOR_ENV
 
 __all__ = ["KERNEL_NAME", "LOG_ENV", "for_this_python", "log_to", "KnownSettingsPassed"]
@@ -69,8 +70,14 @@ class KnownSettingsPassed(logging.Filter):
     stays (a name no study knows stops the notebook itself)."""
 
     UNKNOWN = "Passed unknown parameter: "
-    NAMES = MACHINE_SETTINGS | GROUPED_SETTINGS
+
+    def __init__(self) -> None:
+        super().__init__()
+        from odebook import studies
+
+        grouped = {k for name in studies.names() for keys in cell_groups(studies.schema(name)).values() for k in keys}
+        self.names = MACHINE_SETTINGS | grouped
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not (message.startswith(self.UNKNOWN) and message.removeprefix(self.UNKNOWN) in self.NAMES)
+        return not (message.startswith(self.UNKNOWN) and message.removeprefix(self.UNKNOWN) in self.names)

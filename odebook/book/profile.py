@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from odebook.book import colab
-from odebook.params import STUDIES, ParamError, Params, injected_names, profile_chain
-from odebook.params.cell import cell_groups, cell_values, set_cell_value
+from odebook.params import LMParams, ParamError, Params, injected_names, profile_chain
+from odebook.params.cell import cell_values, set_cell_value
 from odebook.params.schema import yaml_mapping
 
-__all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values", "machine_settings", "MACHINE_SETTINGS",
-           "GROUPED_SETTINGS"]
+__all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values", "machine_settings", "MACHINE_SETTINGS"]
 
 PROFILE_ENV = "ODEBOOK_PROFILE"
 APPLIED = "_odebook_profile_applied"  # in a notebook's globals: the machine settings the last run's profile set
@@ -55,10 +54,9 @@ def machine_settings(schema: type[Params]) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(schema)) - frozenset(schema.cell_fields())
 
 
-# every study's machine settings: what papermill may be passed for any notebook and what no result depends on
-MACHINE_SETTINGS = frozenset().union(*map(machine_settings, STUDIES.values()))
-# every study's settings its parameters cell shows inside a group (odebook.params.cell): not names of the cell's own
-GROUPED_SETTINGS = frozenset(k for schema in STUDIES.values() for keys in cell_groups(schema).values() for k in keys)
+# every study's machine settings, declared once on LMParams, which every study's parameters derive from (a test holds
+# it): what papermill may be passed for any notebook and what no result depends on
+MACHINE_SETTINGS = machine_settings(LMParams)
 
 
 def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Mapping[str, Any],

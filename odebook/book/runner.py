@@ -32,7 +32,8 @@ from typing import Any
 from odebook.book import index, kernel, machine_load, processor, publish, report_page, wait_policy
 from odebook.book import notebook, reports, rerun
 from odebook.data.mirror import pin_data_dir
-from odebook.params import ParamError, Params, parse_settings, profile_chain, validate_values
+from odebook.params import ParamError, Params, parse_settings, profile_chain
+from odebook.studies import validate_values
 from odebook.book import budget
 from odebook.training.runtime import device_name, resolve_device
 
@@ -270,7 +271,7 @@ def run_book(book: Book, profile: str, names: list[str] | None = None, fresh: bo
 def calibrates(checkpoints: Path, fresh: bool) -> bool:
     """Whether a run's time may calibrate the budget (odebook.book.calibration): it trains every run itself —
     ``fresh``, or no checkpoint is there to reuse. A run on its stored runs takes seconds for what the estimate
-    costs in minutes (study 03 re-executed on its runs read 73 s, and its next estimate said 73 s for 17 minutes)."""
+    costs in minutes (a study re-executed on its runs read 73 s, and its next estimate said 73 s for 17 minutes)."""
     return fresh or not (checkpoints.is_dir() and any(checkpoints.iterdir()))
 
 
@@ -309,7 +310,7 @@ def _terminate(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m odebook.book.runner", description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="*", help="notebook names, e.g. 01_gradient_flow (default: all)")
+    parser.add_argument("notebooks", nargs="*", help="notebook names, as notebooks/<name>.py (default: all)")
     parser.add_argument("--notebooks", dest="names", default="", help="notebook names separated by spaces, as one "
                         "argument (make run-all NOTEBOOKS=...); a name that starts with '-' is a name")
     parser.add_argument("--profile", default="cpu", help="params/<profile>/ to use (smoke, cpu, t4)")

@@ -59,9 +59,9 @@ def _count(text: str, tokenizer: str) -> int:
 
 
 def few_stories(batch_size: int, eval_batches: int) -> list[str]:
-    """Study 04's documents: with a mirror, its validation text must hold the ``eval_batches × batch_size`` stories
-    the held-out loss is averaged over, and its training text a batch of stories — one line each, naming the file
-    (a one-story validation set would give a held-out perplexity of one document)."""
+    """A story corpus's documents: with a mirror, its validation text must hold the ``eval_batches × batch_size``
+    stories the held-out loss is averaged over, and its training text a batch of stories — one line each, naming the
+    file (a one-story validation set would give a held-out perplexity of one document)."""
     root = mirror_dir()
     if root is None:
         return []

@@ -1,26 +1,21 @@
-"""Study 01's models from one configuration: the baseline GPT, the ODE hybrid, and the two control arms that make
-"as good as the baseline" mean something — the baseline with the replaced layers removed (``null``) and one
-weight-shared discrete block applied as many times as the ODE evaluates its field (``shared``). ``layer_groups``
-splits any arm's parameters by position, so gradient norms compare across arms."""
+"""The ODE hybrid's models from one configuration: the baseline GPT, the hybrid (consecutive layers replaced by one
+ODE flow block), the baseline without the replaced layers (``null``) and one weight-shared discrete block applied as
+many times as the ODE evaluates its field (``shared``)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-
-from torch import nn
-
 from odebook.models.lm import LM, gpt, ode_hybrid
 from odebook.nn import Block
 from odebook.nn.depth import Repeated
 from odebook.nn.ode import evaluations_per_forward, ode_layers_problem, solver_problem
 
-__all__ = ["HybridConfig", "ARMS", "gradient_flow_arms", "layer_groups"]
+__all__ = ["HybridConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
 class HybridConfig:
-    """Everything that builds study 01's (and 05's) models; made by ``ODEHybridParams.model_config``, which holds
+    """Everything that builds the ODE hybrid's models; made by ``ODEHybridParams.model_config``, which holds
     every default (this class has none of its own). No dropout anywhere (the ODE field must be deterministic, so the
     discrete layers go without it too). Made or ``replace``d, it is held to the rules the ODE block is built under
     (odebook.nn.ode: ``solver_problem``, ``ode_layers_problem``)."""
@@ -85,22 +80,3 @@ class HybridConfig:
         first = self.ode_layers[0]
         span = {"baseline": len(self.ode_layers), "null": 0}.get(arm, 1)
         return range(first, first + span)
-
-
-ARMS = ("baseline", "hybrid", "null", "shared")
-
-
-def gradient_flow_arms(config: HybridConfig, arms: Sequence[str] = ARMS) -> dict[str, Callable[[], LM]]:
-    """Study 01's models by name: baseline, hybrid, and the two controls null and shared (see HybridConfig)."""
-    return {arm: getattr(config, arm) for arm in arms}
-
-
-def layer_groups(model: LM, replaced: range) -> dict[str, list[nn.Parameter]]:
-    """Parameters by position, for gradient norms that compare across arms: embedding, the blocks before the
-    replaced span, the span itself, the blocks after it, and the head (final LayerNorm + projection)."""
-    blocks = list(model.blocks)
-    params = lambda bs: [p for b in bs for p in b.parameters()]  # noqa: E731
-    groups = {"embedding": [*model.tok_emb.parameters(), *model.pos_emb.parameters()],
-              "before": params(blocks[: replaced.start]), "replaced": params(blocks[replaced.start: replaced.stop]),
-              "after": params(blocks[replaced.stop:]), "head": [*model.ln_f.parameters(), *model.head.parameters()]}
-    return {name: ps for name, ps in groups.items() if ps}

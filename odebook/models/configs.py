@@ -1,41 +1,21 @@
-"""The model configurations of studies 02 (time-indexed models) and 03/04 (layer patterns): frozen dataclasses made
-by the studies' parameters (``model_config`` and friends in odebook.params), which hold every default — these hold
-none. Study 01/05's ODE hybrid has its own, with its arms (odebook.models.arms.HybridConfig)."""
+"""The configuration of a stack written as a pattern of layers: a frozen dataclass made by a study's parameters
+(``model_config`` and friends), which hold every default — it holds none. The ODE hybrid has its own
+(odebook.models.arms.HybridConfig)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from odebook.models.lm import LM, pattern_lm, time_indexed
+from odebook.models.lm import LM, pattern_lm
 from odebook.models.local_paths import LocalPath
 
-__all__ = ["TimeIndexedConfig", "PatternConfig"]
-
-
-@dataclasses.dataclass(frozen=True)
-class TimeIndexedConfig:
-    """Everything that builds study 02's models (odebook.models.lm.time_indexed); ``build(name)`` makes one."""
-
-    vocab_size: int
-    d_model: int
-    n_head: int
-    n_layer: int
-    max_seq_len: int
-    n_freq: int
-    d_emb: int
-    gate_width: int
-    d_state: int
-    norm: str
-    tong_time_mlp: str
-
-    def build(self, name: str) -> LM:
-        return time_indexed(name, **dataclasses.asdict(self))
+__all__ = ["PatternConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
 class PatternConfig:
-    """A stack written as a pattern of layers (odebook.models.lm.pattern_lm): the ladder of study 03 and the arms of
-    study 04. ``state_read``: its S layers read the GDN state, through ``local_path``'s bottleneck."""
+    """A stack written as a pattern of layers (odebook.models.lm.pattern_lm): a GDN ladder, a hybrid and its
+    controls. ``state_read``: its S layers read the GDN state, through ``local_path``'s bottleneck."""
 
     pattern: str
     vocab_size: int

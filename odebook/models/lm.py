@@ -2,7 +2,8 @@
 
 Blocks share one signature, ``block(x, control=None) -> x``, so discrete layers, ODE flows, depth-shared blocks and
 recurrent mixers stack freely; the embedding, head, loss and initialisation are the same for all of them. The
-studies' model builders live here too, so notebooks, tests and benchmarks build the same models.
+architectures studies build their arms from live here too (a GPT, the ODE hybrid, a depth-shared stack, a layer
+pattern), so notebooks, tests and benchmarks build the same models.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import nn
 
-from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, KVCache, ODEFlowBlock, OutputGatedBlock, SSMGatedBlock
+from odebook.nn import Block, DepthStack, KVCache, ODEFlowBlock
 from odebook.nn.attention import CausalSelfAttention, SlidingWindowAttention
 from odebook.nn.gdn import NO_ABLATION, Ablation, GatedDeltaNet
 from odebook.nn.state_read import StateReadAttention
@@ -21,12 +22,11 @@ from odebook.nn import gemm
 from odebook.nn.linear_ce import linear_cross_entropy
 from odebook.nn.ode import FIXED_GRID, ode_layers_problem
 
-__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "time_indexed", "pattern_lm", "reach", "Ablation",
+__all__ = ["LM", "gpt", "ode_hybrid", "depth_shared", "pattern_lm", "reach", "Ablation",
            "gdn_diagnostics", "generate", "cache_problem", "ode_blocks", "lm_loss", "mixed_loss", "param_groups",
-           "count_params", "block_params", "TWIN_SEED"]
+           "count_params", "block_params"]
 
 HEAD_MULTIPLE = 64  # the head's outputs are padded to a multiple of this: 50,304 columns run faster than 50,257
-TWIN_SEED = 1_000_003  # the twin of study 02 draws its initial weights from seed + this (no run seed comes near it)
 
 
 class Head(nn.Module):
@@ -143,49 +143,6 @@ def depth_shared(*, vocab_size: int, d_model: int, max_seq_len: int, block: nn.M
     return LM(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, blocks=[stack])
 
 
-def time_indexed(name: str, *, vocab_size: int, d_model: int, n_head: int, n_layer: int, max_seq_len: int,
-                 n_freq: int = 16, d_emb: int = 32, gate_width: int = 32, d_state: int = 16, norm: str = "static",
-                 tong_time_mlp: str = "shared") -> LM:
-    """The models of study 02, by name. Depth-shared models take ``n_layer`` depth steps.
-
-    standard         n_layer independent pre-LN blocks
-    tong             HyperBlock (every weight generated from t), Euler: x + dt·f
-    ti_mlp           GatedBlock, per-channel gates (the published code), direct residual x + f
-    ti_mlp_full      GatedBlock, one gate per weight (the published formula), direct residual
-    ti_ssm           SSMGatedBlock (gated attention + modulated selective SSM + gated MLP), direct residual
-    ti_mlp_constant  ti_mlp with t held constant: the adapter structure without time dependence
-    ti_mlp_twin      ti_mlp initialised from a generator seeded TWIN_SEED past the run's seed: the null arm (its
-                     comparison with ti_mlp, on the same batches, has no true difference)
-    ti_mlp_dt        ti_mlp with ODE scaling x + dt·f
-    ode_shared       OutputGatedBlock: x + dt·(f_base(x) ⊙ m(t))
-
-    ``norm`` ("static" | "temporal") is the LayerNorm of the GatedBlock models; ``tong_time_mlp`` ("shared" |
-    "per_linear") the time MLPs of Tong's block (see odebook.nn.modulated and odebook.nn.hypernet)."""
-    d, h = dict(d_model=d_model, n_head=n_head), dict(n_freq=n_freq, gate_width=gate_width, norm=norm)
-    blocks = {
-        "tong": (lambda: HyperBlock(**d, n_freq=n_freq, d_emb=d_emb, time_mlp=tong_time_mlp), "dt", "depth"),
-        "ti_mlp": (lambda: GatedBlock(**d, granularity="channel", **h), "direct", "depth"),
-        "ti_mlp_full": (lambda: GatedBlock(**d, granularity="full", **h), "direct", "depth"),
-        "ti_ssm": (lambda: SSMGatedBlock(**d, d_state=d_state, **h), "direct", "depth"),
-        "ti_mlp_constant": (lambda: GatedBlock(**d, granularity="channel", **h), "direct", "constant"),
-        "ti_mlp_dt": (lambda: GatedBlock(**d, granularity="channel", **h), "dt", "depth"),
-        "ode_shared": (lambda: OutputGatedBlock(**d, n_freq=n_freq, gate_width=gate_width), "dt", "depth"),
-    }
-    if name == "standard":
-        return gpt(vocab_size=vocab_size, n_layer=n_layer, max_seq_len=max_seq_len, **d)
-    if name == "ti_mlp_twin":  # a generator of its own, seeded apart from every run's: not a shift of ti_mlp's draws
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed((TWIN_SEED + torch.initial_seed()) % 2**63)
-            return time_indexed("ti_mlp", vocab_size=vocab_size, d_model=d_model, n_head=n_head, n_layer=n_layer,
-                                max_seq_len=max_seq_len, n_freq=n_freq, d_emb=d_emb, gate_width=gate_width,
-                                d_state=d_state, norm=norm, tong_time_mlp=tong_time_mlp)
-    if name not in blocks:
-        raise ValueError(f"unknown model {name!r}; allowed: standard, {', '.join(blocks)}")
-    make, residual, time = blocks[name]
-    return depth_shared(vocab_size=vocab_size, d_model=d_model, max_seq_len=max_seq_len, block=make(),
-                        steps=n_layer, residual=residual, time=time)
-
-
 def pattern_lm(pattern: str, *, vocab_size: int, d_model: int, n_head: int, max_seq_len: int,
                head_dim: int | None = None, window: int = 64, conv_width: int = 4, beta_floor: float = 0.0,
                chunk_size: int = 64, dropout: float = 0.0, state_read: bool = False,
@@ -297,7 +254,7 @@ def lm_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch
 
 
 def mixed_loss(model: nn.Module, batch: tuple[tuple, tuple]) -> torch.Tensor:
-    """Study 04's mixed regime: half ``lm_loss`` on a batch of text windows, half on a batch of retrieval prompts."""
+    """The mixed regime: half ``lm_loss`` on a batch of text windows, half on a batch of retrieval prompts."""
     lm_batch, prompt_batch = batch
     return 0.5 * lm_loss(model, lm_batch) + 0.5 * lm_loss(model, prompt_batch)
 

@@ -1,5 +1,6 @@
-"""Study 04's bottleneck arms: how the hybrid's state-reading layer scales its local (sliding-window) path, as a
-typed mapping — a notebook asks an arm what it is (``static``, ``source_drop``) instead of parsing its name."""
+"""The bottleneck arms of a GDN + sliding-window hybrid: how the hybrid's state-reading layer scales its local
+(sliding-window) path, as a typed mapping — a notebook asks an arm what it is (``static``, ``source_drop``) instead of
+parsing its name."""
 
 from __future__ import annotations
 

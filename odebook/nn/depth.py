@@ -66,8 +66,8 @@ class DepthStack(nn.Module):
 
 
 class Repeated(nn.Module):
-    """One residual block applied ``times`` times with the same weights: x ← block(x) (study 01's weight-shared
-    control, as many applications as the ODE block evaluates its field)."""
+    """One residual block applied ``times`` times with the same weights: x ← block(x) (the ODE hybrid's
+    weight-shared control, as many applications as the ODE block evaluates its field)."""
 
     def __init__(self, block: nn.Module, *, times: int):
         super().__init__()

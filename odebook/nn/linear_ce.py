@@ -1,12 +1,12 @@
 """The LM head and its cross-entropy in one pass over slices of the tokens, so the full logits are never held.
 
-At study 01's t4 shape the logits of one batch (2,048 tokens × 50,304 columns) are 412 MB in fp32 and their gradient
-as much again. ``linear_cross_entropy`` computes, slice by slice of ``chunk_rows`` tokens, the logits h @ W, their
-softmax, the loss, and — in the same pass, while the slice's logits are at hand — the gradients of the mean loss with
-respect to h and W (softmax − one-hot; the 1 / number-of-counted-tokens scale goes onto the small factors). The
+At a GPT-2 vocabulary's t4 shape the logits of one batch (2,048 tokens × 50,304 columns) are 412 MB in fp32 and their
+gradient as much again. ``linear_cross_entropy`` computes, slice by slice of ``chunk_rows`` tokens, the logits h @ W,
+their softmax, the loss, and — in the same pass, while the slice's logits are at hand — the gradients of the mean loss
+with respect to h and W (softmax − one-hot; the 1 / number-of-counted-tokens scale goes onto the small factors). The
 backward pass only scales those by the incoming gradient. Peak memory is one slice's logits, which their softmax
-overwrites, instead of the whole matrix and its gradient, and no matmul is recomputed: the FLOPs equal the plain
-path's. Evaluation (no grad) takes the same slices and the same softmax.
+overwrites, instead of the whole matrix and its gradient, and no matmul is recomputed: the FLOPs equal the plain path's.
+Evaluation (no grad) takes the same slices and the same softmax.
 ``linear_cross_entropy_reference`` is the plain path; tests/nn/test_linear_ce.py holds the two together.
 
 Speed (``make bench`` prints the sliced against the plain head): the three matmuls go through odebook.nn.gemm
@@ -110,8 +110,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
     @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, grad_out):
         # The gradients leave ctx, so autograd can take them as the leaves' .grad without a copy (it copies a tensor
-        # something else still holds), and the usual incoming gradient, exactly 1, multiplies nothing: at study 01's
-        # t4 shape that saves two passes over the head's 51 MB gradient.
+        # something else still holds), and the usual incoming gradient, exactly 1, multiplies nothing: at the GPT-2
+        # vocabulary's t4 shape that saves two passes over the head's 51 MB gradient.
         if ctx.gradients is None:
             raise RuntimeError("linear_cross_entropy: a second backward pass through the same graph "
                                "(retain_graph=True) is not supported; its gradients were handed over in the first")

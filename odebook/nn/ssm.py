@@ -7,10 +7,10 @@ input), A = −exp(A_log) ∈ R^{d×N} and D ∈ R^d. ``selective_scan`` is the 
 construction. ``ModulatedSSM`` scales A, Δ, B, C and D by gates σ(MLP(e(t))) at depth t:
 A ⊙ g_A (per channel), Δ ⊙ g_Δ (per channel), B ⊙ g_B and C ⊙ g_C (per state index), D ⊙ g_D (per channel).
 
-The sources of study 02 disagree on the published time-indexed SSM: seed 001 calls it "Mamba-style selective", while
-seed 002's pseudocode and the fork's code (zaphrode/qkvflow, scripts/test_time_indexed_ssm.py, whose ``_get_params``
-reads A, B, C, Δ off the depth embedding alone) make it input-independent — a time-invariant convolution along the
-sequence. This one is selective, as Mamba is.
+The sources of the time-indexed comparison disagree on the published time-indexed SSM: seed 001 calls it "Mamba-style
+selective", while seed 002's pseudocode and the fork's code (zaphrode/qkvflow, scripts/test_time_indexed_ssm.py, whose
+``_get_params`` reads A, B, C, Δ off the depth embedding alone) make it input-independent — a time-invariant convolution
+along the sequence. This one is selective, as Mamba is.
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ short convolution, SiLU and L2 norm): write keys and read keys live in one space
 an argument (the LM passes on what the GDN layer returned); the read re-runs the gated delta rule with these queries
 over them, so it is causal — never the final state, which would show every position the whole sequence.
 
-The local multiplier m (odebook.models.local_paths names study 04's arms): ``local_scale`` at inference, and in training
-either the same static scale or a per-sequence Bernoulli keep mask with drop probability ``local_drop_prob``
+The local multiplier m (odebook.models.local_paths names the bottleneck arms): ``local_scale`` at inference, and in
+training either the same static scale or a per-sequence Bernoulli keep mask with drop probability ``local_drop_prob``
 (stochastic local drop, the source's: kept sequences see scale 1 in training, ``local_scale`` at inference); with
-``inverted`` the kept sequences are scaled by 1/(1 − p) in training so the expected local path matches inference
-at scale 1 (inverted dropout; not the source's).
+``inverted`` the kept sequences are scaled by 1/(1 − p) in training so the expected local path matches inference at
+scale 1 (inverted dropout; not the source's).
 """
 
 from __future__ import annotations

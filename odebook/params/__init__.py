@@ -1,4 +1,5 @@
-"""Strict, typed parameters for each study.
+"""Strict, typed parameters: the floor every study's parameters stand on (each study's own are in its package,
+odebook.studies).
 
 A study's parameters are a dataclass whose fields carry their constraints (``spec``). They are read from the
 notebook's parameters cell (``Params.from_namespace``) or from a profile's YAML file (``load_yaml``), and every
@@ -13,37 +14,18 @@ from typing import Any
 
 import yaml
 
-from odebook.params.lm import LMParams
-from odebook.params.ode import GradientFlowParams, ODEHybridParams, ODESolverParams
-from odebook.params.retrieval import SERIES, GDNScalingParams, MixedTrainingParams, RetrievalParams
 from odebook.params.cell import injected_names
+from odebook.params.lm import LMParams, TextCorpusParams
 from odebook.params.schema import INT_LIMIT, ParamError, Params, load_yaml, spec
 from odebook.params.seeds import SeedPlan
-from odebook.params.time_indexed import TIME_INDEXED_MODELS, TimeIndexedParams
 
-__all__ = ["ParamError", "Params", "LMParams", "ODEHybridParams", "GradientFlowParams", "ODESolverParams",
-           "TimeIndexedParams", "TIME_INDEXED_MODELS", "RetrievalParams", "GDNScalingParams", "MixedTrainingParams",
-           "SERIES", "SeedPlan", "STUDIES", "spec", "INT_LIMIT", "injected_names", "load_yaml", "validate_file",
-           "validate_values", "profile_chain", "parse_settings"]
-
-STUDIES: dict[str, type[Params]] = {cls.study: cls for cls in (GradientFlowParams, TimeIndexedParams,
-                                                               GDNScalingParams, MixedTrainingParams,
-                                                               ODESolverParams)}
-
-
-def validate_values(study: str, path: str | Path) -> tuple[Params, dict[str, Any]]:
-    """The one check of a profile's YAML file for ``study``: its schema's parameters and the file's own values
-    (the overrides papermill injects)."""
-    if study not in STUDIES:
-        raise ParamError(f"{path}: no parameter schema for study '{study}' in odebook.params.STUDIES; known: "
-                         f"{', '.join(STUDIES)}")
-    values = profile_chain(path)[0]
-    return STUDIES[study].from_mapping(values, source=str(path)), values
+__all__ = ["ParamError", "Params", "LMParams", "TextCorpusParams", "SeedPlan", "spec", "INT_LIMIT", "injected_names",
+           "load_yaml", "profile_chain", "parse_settings"]
 
 
 def profile_chain(path: str | Path) -> tuple[dict[str, Any], list[Path]]:
     """A profile file's values over those of its ``base:`` — the same notebook's file in another profile folder
-    beside it (``base: smoke`` in params/mine/01_gradient_flow.yaml reads params/smoke/01_gradient_flow.yaml first),
+    beside it (``base: smoke`` in params/mine/<notebook>.yaml reads params/smoke/<notebook>.yaml first),
     which may have a base of its own — and the files read, its own first."""
     files = [Path(path)]
     values = load_yaml(files[0])
@@ -57,11 +39,6 @@ def profile_chain(path: str | Path) -> tuple[dict[str, Any], list[Path]]:
         files.append(found)
         values = {**load_yaml(found), **values}
     return values, files
-
-
-def validate_file(study: str, path: str | Path) -> Params:
-    """Validate a profile's YAML file for ``study`` against its schema (and the notebook's defaults)."""
-    return validate_values(study, path)[0]
 
 
 def parse_settings(text: str) -> dict[str, Any]:

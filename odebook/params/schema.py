@@ -126,14 +126,18 @@ class Params:
     """Fields every study has. Subclasses add their own fields, override ``cross_checks``, and change inherited
     defaults through ``defaults`` — the field's type, bounds and help stay where it is declared."""
 
-    study: ClassVar[str] = ""
+    study: ClassVar[str] = ""  # a study's name: its package's under odebook/studies/ (``__init_subclass__``)
     defaults: ClassVar[Mapping[str, Any]] = {}
     groups: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # the parameters cell's dicts, with the classes' above
 
     def __init_subclass__(cls, **kwargs):
-        """Turn ``defaults = {name: value}`` into fields that differ from the inherited ones only in their default
-        (applied before @dataclass collects the class's fields)."""
+        """Name a study's parameters by their package (odebook/studies/<NN_name>/), and turn ``defaults = {name:
+        value}`` into fields that differ from the inherited ones only in their default (applied before @dataclass
+        collects the class's fields)."""
         super().__init_subclass__(**kwargs)
+        package = cls.__module__.split(".")
+        if package[:2] == ["odebook", "studies"] and len(package) > 2 and "study" not in cls.__dict__:
+            cls.study = package[2]
         changes = cls.__dict__.get("defaults", {})
         if not changes:
             return

@@ -15,7 +15,7 @@ along its most unstable direction; σ_max(J(t)) bounds how fast any perturbation
 float64 with torch.autograd.functional.jacobian (one backward pass per output: the solvers write their states in
 place, which torch.func's vmap refuses), so keep T·d small: a few tokens of a few held-out sequences.
 
-Adapters give (field, trajectory, flow) for an ``ODEFlowBlock`` (study 01) and a ``DepthStack`` (study 02, whose
+Adapters give (field, trajectory, flow) for an ``ODEFlowBlock`` and a ``DepthStack`` (whose
 steps x ← x + h·f(t, x) define f = (block(x, t, h) − x) / h, the explicit-Euler field of the dt-scaled models).
 """
 

@@ -1,6 +1,6 @@
 """Multi-query associative recall (odebook.data.mqar) as a study's task: a seeded training stream, evaluation sets
-at each number of pairs k, and the accuracy at the query positions — the curve study.capacity reads (study 03), and
-study 01's task that needs a second layer.
+at each number of pairs k, and the accuracy at the query positions — the curve a capacity study reads, and a task that
+needs a second layer.
 
 Training draws each batch's k from ``train_ks`` in turn (every model of a seed sees the same stream, so seeds pair);
 validation (the loss a learning-rate grid chooses on) is every evaluated k's sets together; evaluation holds

@@ -1,4 +1,4 @@
-"""Scoring of the retrieval task (odebook.data.tasks) under ablations, the rows studies 03 and 04 both report, and their
+"""Scoring of the retrieval task (odebook.data.tasks) under ablations, the rows the retrieval studies report, and their
 summaries: per example, the hit of the model's top-1 answer and of each shortcut; then accuracy with chance and the
 best shortcut beside it — with an example-level Wilson interval (one run) and a Student-t interval across seeds
 cut to [0, 1].
@@ -19,15 +19,11 @@ import torch
 from odebook.data import tasks
 from odebook.data.corpus import Tokenizer
 from odebook.params.retrieval import ABLATIONS
-from odebook.study.claims import Claim, negative_control, paired
-from odebook.study.experiment import Run, run_seeds
-from odebook.study.scaling import size_name
 from odebook.study.stats import bounded_mean_ci, proportion_ci
 from odebook.study.task import Task
-from odebook.training.train import TrainConfig
 
 __all__ = ["ABLATIONS", "distance_bin", "BINS", "SHORTCUTS", "score_rows", "curriculum_task", "best_shortcut",
-           "summary", "across_seeds", "per_seed", "colour_runs", "colour_claims"]
+           "summary", "across_seeds", "per_seed", "COLOUR_SETS"]
 
 BINS = ("inside", "just beyond", "far beyond")
 SHORTCUTS = tuple(tasks.shortcuts(tasks.make_examples(1, 0, k=1, n_filler=0)[0]))
@@ -111,49 +107,10 @@ def per_seed(rows: pd.DataFrame, seeds: Sequence[int], *, shortcut: bool = False
              **where) -> np.ndarray:
     """Accuracy per seed (in the order of ``seeds``) of the rows where each column named in ``where`` equals its value
     (e.g. set="far", ablation="state zeroed"); with ``shortcut``, the best shortcut's accuracy on those rows instead.
-    The per-seed values the paired tests of studies 03 and 04 take (seeds share their evaluation examples)."""
+    The per-seed values a paired test takes (seeds share their evaluation examples)."""
     sel = rows
     for col, val in where.items():
         sel = sel[sel[col] == val]
     groups = sel.groupby(seed)
     values = groups.apply(best_shortcut) if shortcut else groups.hit.mean()
     return values.reindex(list(seeds)).to_numpy(dtype=float)
-
-
-def colour_runs(p, tok: Tokenizer, precision, **options) -> list[Run]:
-    """Study 03's GDN-only stacks at ``p.retrieval_sizes`` (indices into ``p``'s ladder; runs named "retrieval_d64×1",
-    their rows labelled with the size) on the curriculum (``p.curriculum`` filler sentences per stage, equal steps per
-    stage, k drawn from ``p.ks``), every seed of ``p``'s plan; scored normal and with the state zeroed on the
-    evaluation sets of generator ``p.eval_seed``. Returned by size, seeds in order."""
-    sizes = {size_name(p, i): i for i in p.retrieval_sizes}
-    stages = tasks.equal_stages(p.curriculum, p.retrieval_steps)
-    sets = tasks.evaluation_sets(p.retrieval_eval_examples, p.eval_seed, ks=p.ks, n_filler=max(p.curriculum))
-    valid = [tasks.batch(sets[("random", max(p.ks))][:p.retrieval_batch_size], tok)[:2]]
-    curricula = {f"retrieval_{n}": curriculum_task(tok, batch_size=p.retrieval_batch_size, stages=stages, ks=p.ks,
-                                                   valid=valid, sets=sets, device=precision.device, window=p.window,
-                                                   ablations=("normal", "state zeroed"), size=n) for n in sizes}
-    runs = run_seeds({f"retrieval_{n}": p.size_config(i, "gdn").build for n, i in sizes.items()}, curricula,
-                     TrainConfig.from_params(p, steps=p.retrieval_steps), precision, seeds=p.seed_plan.seeds,
-                     keep=False, **options)
-    return [r for n in sizes for r in runs if r.model == f"retrieval_{n}"]
-
-
-def colour_claims(facts: pd.DataFrame, memoryless: pd.DataFrame, seeds: Sequence[int], *, sizes: Sequence[str], k: int,
-                  margin: float) -> tuple[list[Claim], dict[str, np.ndarray]]:
-    """Study 03's secondary family: each GDN-only size binds ``k`` names to colours beyond the best shortcut on the
-    same examples (random placement, and unseen pairs), superiority at ``margin``; beside the random-placement claim
-    its negative control, the same test on the stack with its state zeroed (``memoryless``'s rows: a model that binds
-    nothing). Returns the claims and their per-seed differences (accuracy − best shortcut)."""
-    claims, values = [], {}
-    for size in sizes:
-        for set_, what in COLOUR_SETS:
-            part, where = f"{size}, {set_}: accuracy − shortcut", {"size": size, "set": set_, "k": k}
-            values[part] = paired(per_seed(facts, seeds, **where), per_seed(facts, seeds, shortcut=True, **where))
-            claims.append(Claim(f"the {size} GDN state binds {k} {what} beyond the best shortcut", "superiority",
-                                margin, "higher", "accuracy", primary=False, parts=(part,)))
-            if set_ == "random":
-                values[f"{part}, state zeroed"] = paired(per_seed(memoryless, seeds, **where),
-                                                         per_seed(memoryless, seeds, shortcut=True, **where))
-                claims.append(negative_control(claims[-1], f"{part}, state zeroed", f"the {size} stack with its state "
-                                               f"zeroed binds {what} beyond the best shortcut"))
-    return claims, values

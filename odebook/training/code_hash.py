@@ -1,13 +1,16 @@
 """The science code a result depends on, and its hash: the one rule for a stored run (its checkpoint's fingerprint)
 and for a report (stale or not, run again or skipped).
 
-A notebook runs the odebook modules it imports, the modules those import, and so on, with the ``__init__`` of every
-package on the way. ``science_files`` follows the import statements (anywhere in a file, a function's lazy import
-included) through the whole package, and keeps the files of the SCIENCE sub-packages: the book's machinery (runner,
-front page, budget) does not decide a number. Changing a module only study 03 imports then leaves the reports and the
-stored runs of 01, 02 and 05 current, and ``make run-all`` runs 03 alone. ``study_hash`` is that hash for a study's
-runs, from its notebook in the checkout this package was imported from. The walk is static: an import made from a
-string (``importlib``) would be missed, and odebook makes none (a test holds that).
+A notebook runs its own study's package (``odebook/studies/<NN_name>/``, which it loads by name,
+``studies.load("NN_name")``), the odebook modules it and that package import, the modules those import, and so on, with
+the ``__init__`` of every package on the way. ``science_files`` follows the import statements (anywhere in a file, a
+function's lazy import included) through the whole package, and keeps the files of the SCIENCE sub-packages: the book's
+machinery (runner, front page, budget) does not decide a number. An edit to one study's package then leaves the reports
+and the stored runs of the other studies current, and ``make run-all`` runs that study alone; an edit to a shared floor
+stales the studies that import it. ``study_hash`` is that hash for a study's runs, from its notebook in the checkout
+this package was imported from. The walk is static: an import made from a string (``importlib``) would be missed, and
+odebook makes one only, ``studies.load``, whose call with a literal name the walk reads as the import of that study's
+package (a test holds that).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ __all__ = ["PACKAGE", "SCIENCE", "module_file", "imported", "modules_of", "scien
 
 PACKAGE = "odebook"
 # The sub-packages whose code decides a study's numbers; book/ (runner, front page, reports, Colab cell) is machinery.
-SCIENCE = ("nn", "models", "data", "training", "study", "params")
+SCIENCE = ("nn", "models", "data", "training", "study", "params", "studies")
+STUDIES = "studies"  # odebook/studies/<NN_name>/: a study's package, loaded by its name (``studies.load``)
 
 
 def module_file(root: Path, module: str) -> Path | None:
@@ -41,7 +45,8 @@ def _package_of(root: Path, path: Path) -> list[str]:
 
 def imported(root: Path, path: Path) -> set[str]:
     """The odebook modules a file's import statements name, with each one's parent packages (importing a module
-    runs them). ``from odebook.a import b`` names ``odebook.a`` and, where ``b`` is a module, ``odebook.a.b``."""
+    runs them). ``from odebook.a import b`` names ``odebook.a`` and, where ``b`` is a module, ``odebook.a.b``;
+    ``studies.load("NN_name")`` names ``odebook.studies.NN_name``."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
@@ -53,6 +58,8 @@ def imported(root: Path, path: Path) -> set[str]:
             else:
                 base = node.module or ""
             names = [base] + [f"{base}.{alias.name}" for alias in node.names]
+        elif _loads_a_study(node):  # studies.load("NN_name"): the import of that study's package
+            names = [f"{PACKAGE}.{STUDIES}.{node.args[0].value}"]
         else:
             continue
         for name in names:
@@ -62,8 +69,16 @@ def imported(root: Path, path: Path) -> set[str]:
     return {m for m in found if module_file(root, m) is not None}
 
 
+def _loads_a_study(node: ast.AST) -> bool:
+    """``studies.load("NN_name")``: a call of odebook.studies.load with a literal name."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load"
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == STUDIES and len(node.args) == 1
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str))
+
+
 def modules_of(root: Path, source: Path) -> set[str]:
-    """Every odebook module that running ``source`` imports, directly or through other odebook modules."""
+    """Every odebook module that running ``source`` imports, directly or through other odebook modules (a study's
+    package it loads by name included)."""
     seen: set[str] = set()
     todo = sorted(imported(root, source))
     while todo:

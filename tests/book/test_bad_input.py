@@ -12,8 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from odebook.params import INT_LIMIT, STUDIES, GDNScalingParams, GradientFlowParams, ParamError, injected_names, \
-    load_yaml, validate_file
+from odebook.params import INT_LIMIT, ParamError, injected_names, load_yaml
+from odebook import studies
+from odebook.studies import validate_file
+
+GDNScalingParams = studies.schema("03_gdn_scaling")
+GradientFlowParams = studies.schema("01_gradient_flow")
+STUDIES = {name: studies.schema(name) for name in studies.names()}
 
 
 def error_of(cls, values) -> str:

@@ -11,12 +11,16 @@ import pytest
 import torch
 
 from odebook.book import runner
-from odebook.params import STUDIES, validate_file
+from odebook import studies
+from odebook.studies import validate_file
 from odebook.nn.linear_ce import IGNORE_INDEX
 from odebook.book import budget, machine_load
 from odebook.training.runtime import precision_for
 from odebook.params import plan as plan_module
 from odebook.training.train import TrainConfig, train
+
+STUDIES = {name: studies.schema(name) for name in studies.names()}
+
 
 CPU = precision_for(torch.device("cpu"))
 BOOK = runner.Book.at(Path(__file__).resolve().parents[2])

@@ -10,11 +10,15 @@ import jupytext
 import pytest
 
 from odebook.book import runner
-from odebook.params import STUDIES
+from odebook.book.profile import MACHINE_SETTINGS
+from odebook import studies
 from odebook.params.cell import cell_groups
 
 import browser
 from conftest import ROOT
+
+STUDIES = {name: studies.schema(name) for name in studies.names()}
+
 
 BOOK = runner.Book.at(ROOT)
 NOTEBOOKS = BOOK.all_notebooks()
@@ -106,7 +110,7 @@ def test_the_machine_settings_are_declared_once_and_are_the_same_in_every_study(
     machine = {name: {f.name: getattr(schema(), f.name) for f in dataclasses.fields(schema)
                       if f.metadata.get("machine")} for name, schema in STUDIES.items()}
     first = next(iter(machine.values()))
-    assert {"device", "executor", "checkpoint_dir", "fresh", "output_dir"} <= set(first)
+    assert {"device", "executor", "checkpoint_dir", "fresh", "output_dir"} <= set(first) == MACHINE_SETTINGS
     assert all(m == first for m in machine.values()), machine
 
 

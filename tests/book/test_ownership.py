@@ -122,7 +122,7 @@ def test_ctrl_c_ends_with_one_line_and_keeps_earlier_outputs(book, capsys, monke
 
 # The tiny study registered in a runner of its own, for a real signal to its process group (what Ctrl-C sends)
 RUNNER_SCRIPT = """import dataclasses, sys
-from odebook import params
+from odebook import params, studies
 from odebook.book import runner
 
 @dataclasses.dataclass
@@ -130,7 +130,7 @@ class OkParams(params.Params):
     study = "90_ok"
     value: int = params.spec(1, ge=0)
 
-params.STUDIES["90_ok"] = OkParams
+studies.schema = lambda name: OkParams
 sys.exit(runner.main(sys.argv[1:]))
 """
 SLEEPING = OK.replace('value = 1', 'checkpoint_dir = ""\nvalue = 1') + \

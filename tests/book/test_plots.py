@@ -6,7 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from odebook.book import plots  # noqa: E402
+from odebook.study import plots  # noqa: E402
 
 
 def test_a_panel_showing_a_subset_keeps_each_models_colour():

@@ -5,9 +5,13 @@ import jupytext
 import pytest
 
 from odebook.book import colab, profile
-from odebook.params import STUDIES, ParamError, load_yaml
+from odebook.params import ParamError, load_yaml
+from odebook import studies
 
 from conftest import ROOT
+
+STUDIES = {name: studies.schema(name) for name in studies.names()}
+
 
 STUDY = "01_gradient_flow"
 

@@ -9,8 +9,12 @@ import nbformat
 import pytest
 
 from odebook.book import index, reports
-from odebook.params import STUDIES, validate_values
+from odebook import studies
+from odebook.studies import validate_values
 from odebook.study.stats import outcome_word
+
+STUDIES = {name: studies.schema(name) for name in studies.names()}
+
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = sorted(p for p in (ROOT / reports.REPORTS).glob("*/*") if p.is_dir())
@@ -188,7 +192,8 @@ def test_a_report_goes_stale_when_its_notebook_parameters_or_odebook_change_and_
 @pytest.mark.parametrize("touched, goes_stale", [
     ("odebook/book/runner.py", False), ("odebook/book/index.py", False), ("odebook/book/reports.py", False),
     ("odebook/book/budget.py", False), ("benchmarks/bench.py", False), ("README.md", False),
-    ("odebook/study/capacity.py", False), ("odebook/study/recall.py", True), ("odebook/study/calibrated.py", True),
+    ("odebook/studies/03_gdn_scaling/capacity.py", False), ("odebook/study/recall.py", True),
+    ("odebook/studies/01_gradient_flow/analysis.py", True),
     ("odebook/nn/gemm.py", True), ("odebook/models/lm.py", True), ("odebook/training/train.py", True),
     ("odebook/data/corpus.py", True), ("odebook/study/stats.py", True), ("odebook/params/schema.py", True)])
 def test_reports_go_stale_when_the_science_changes_and_not_the_books_machinery(tmp_path, touched, goes_stale):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from odebook import params as params_mod
+from odebook import studies
 from odebook.book import rerun, runner
 from odebook.params import Params, spec
 
@@ -35,8 +35,8 @@ class CachedParams(Params):
 
 
 @pytest.fixture
-def book(tmp_path, monkeypatch) -> runner.Book:
-    monkeypatch.setitem(params_mod.STUDIES, "93_cached", CachedParams)
+def book(tmp_path, own_studies) -> runner.Book:
+    own_studies({"93_cached": CachedParams})
     b = runner.Book.at(tmp_path)
     b.notebooks.mkdir()
     (b.params / "smoke").mkdir(parents=True)
@@ -78,7 +78,7 @@ def test_an_unchanged_notebook_is_skipped_in_one_line_and_fresh_runs_it(book, ca
 def _published(book: runner.Book) -> tuple[Path, dict]:
     """A published successful run of the notebook, with the key of the book as it is now."""
     root, out = book.notebooks.parent, book.outputs / "smoke"
-    params = params_mod.validate_values("93_cached", book.params / "smoke" / "93_cached.yaml")[0]
+    params = studies.validate_values("93_cached", book.params / "smoke" / "93_cached.yaml")[0]
     (out / "93_cached").mkdir(parents=True)
     (out / "93_cached" / "93_cached.ipynb").write_text("{}")
     (out / "93_cached" / "manifest.json").write_text(json.dumps({"status": "ok", "finished": "2026-01-01T00:00:00"}))
@@ -130,7 +130,7 @@ def test_a_change_to_code_a_parameter_a_data_file_a_package_or_the_processor_mak
     root = book.notebooks.parent
     assert rerun.unchanged(out, "93_cached", rerun.key(root, "smoke", "93_cached", params, ("numpy",)))
     change(book, monkeypatch)
-    params = params_mod.validate_values("93_cached", book.params / "smoke" / "93_cached.yaml")[0]
+    params = studies.validate_values("93_cached", book.params / "smoke" / "93_cached.yaml")[0]
     assert not rerun.unchanged(out, "93_cached", rerun.key(root, "smoke", "93_cached", params, ("numpy",)))
 
 

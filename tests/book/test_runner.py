@@ -37,9 +37,8 @@ class FailParams(OkParams):
 
 
 @pytest.fixture
-def book(tmp_path, monkeypatch) -> runner.Book:
-    monkeypatch.setitem(params_mod.STUDIES, "90_ok", OkParams)
-    monkeypatch.setitem(params_mod.STUDIES, "91_fail", FailParams)
+def book(tmp_path, own_studies) -> runner.Book:
+    own_studies({"90_ok": OkParams, "91_fail": FailParams})
     b = runner.Book(tmp_path / "notebooks", tmp_path / "params", tmp_path / "outputs")
     b.notebooks.mkdir()
     (b.params / "smoke").mkdir(parents=True)
@@ -260,8 +259,8 @@ print("a warning", file=sys.stderr)
 '''
 
 
-def test_reports_carry_the_profile_banner_and_the_final_path_and_the_index_is_a_front_page(book, monkeypatch):
-    monkeypatch.setitem(params_mod.STUDIES, "92_report", OkParams)
+def test_reports_carry_the_profile_banner_and_the_final_path_and_the_index_is_a_front_page(book, own_studies):
+    own_studies({"90_ok": OkParams, "91_fail": FailParams, "92_report": OkParams})
     (book.notebooks / "92_report.py").write_text(REPORT)
     (book.params / "smoke" / "92_report.yaml").write_text("{}\n")
     runner.run_book(book, "smoke", ["92_report", "91_fail"])
@@ -306,10 +305,10 @@ class CkptParams(Params):
     fail: bool = spec(False)
 
 
-def test_checkpoints_survive_reruns_and_failures_and_fresh_reaches_the_notebook(book, monkeypatch):
+def test_checkpoints_survive_reruns_and_failures_and_fresh_reaches_the_notebook(book, own_studies):
     """Runs keep checkpoints in outputs/<profile>/<notebook>/checkpoints/: a successful re-run carries them into its
     new outputs, a failed one leaves them in place, and --fresh (make run-all FRESH=1) sets the notebook's fresh."""
-    monkeypatch.setitem(params_mod.STUDIES, "92_ckpt", CkptParams)
+    own_studies({"92_ckpt": CkptParams})
     (book.notebooks / "92_ckpt.py").write_text(CKPT)
     (book.params / "smoke" / "92_ckpt.yaml").write_text("{}\n")
     log = book.outputs / "smoke" / "92_ckpt" / "checkpoints" / "runs.txt"

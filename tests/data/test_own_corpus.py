@@ -12,9 +12,13 @@ import yaml
 from odebook.data import corpus as data
 from odebook.book import runner
 from odebook.data.own_corpus import split_text
-from odebook.params import ParamError, STUDIES
+from odebook.params import ParamError
+from odebook import studies
 
 from conftest import ROOT
+
+STUDIES = {name: studies.schema(name) for name in studies.names()}
+
 
 BOOK = runner.Book.at(ROOT)
 SMOKE_01 = yaml.safe_load((BOOK.params / "smoke" / "01_gradient_flow.yaml").read_text())

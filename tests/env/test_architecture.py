@@ -12,7 +12,7 @@ PACKAGE = ROOT / "odebook"
 TOOLS = ("benchmarks", "scripts")  # above every layer of the package
 # Lower layers first; a module may import from its own sub-package or from a lower layer, never from one above it.
 # params and training share a layer and do not import each other.
-LAYERS = {"nn": 0, "data": 1, "models": 2, "params": 3, "training": 3, "study": 4, "book": 5}
+LAYERS = {"nn": 0, "data": 1, "models": 2, "params": 3, "training": 3, "study": 4, "studies": 5, "book": 6}
 MAX_LINES = 350
 
 
@@ -89,3 +89,18 @@ def test_no_module_imports_itself_back_in_a_circle():
 def test_modules_stay_readable_in_one_sitting(name):
     lines = len(_modules()[name].read_text().splitlines())
     assert lines <= MAX_LINES, f"{name}: {lines} lines (at most {MAX_LINES}); split it by concept"
+
+
+def test_no_module_on_the_shared_floors_names_a_study():
+    """A study lives in its package (odebook/studies/<NN_name>/); the floors hold only what studies share, so none of
+    their modules imports a study's package or names a study — by its name or its number ("study 03")."""
+    import re
+
+    from odebook import studies
+
+    names = studies.names()
+    named = re.compile("|".join([*map(re.escape, names), r"\b[Ss]tud(?:y|ies)[ -]\d\d\b"]))
+    found = [f"{module}: {hit}" for module, path in _modules().items() if _layer(module) != "studies"
+             for hit in [*named.findall(path.read_text()),
+                         *(t for t in GRAPH[module] if t.startswith("odebook.studies."))]]
+    assert len(names) == 5 and found == []

@@ -37,7 +37,8 @@ def test_the_readme_is_short_and_undated(root):
 
 
 def test_the_readmes_layout_names_what_is_there(root):
-    """Every module of odebook under its sub-package's line, every benchmark and script, every top-level folder."""
+    """Every module of odebook under its sub-package's line (a study's modules in brackets after its name), every
+    benchmark and script, every top-level folder."""
     text = (root / "README.md").read_text(encoding="utf-8")
     layout = text.split("## Layout", 1)[1].split("```")[1]
     parts, current = {}, None
@@ -52,6 +53,11 @@ def test_the_readmes_layout_names_what_is_there(root):
         words = set(re.findall(r"\w+", parts.get(sub.name, "")))
         missing += [f"odebook/{sub.name}/{m.stem}" for m in sorted(sub.glob("*.py"))
                     if m.stem != "__init__" and m.stem not in words]
+        for study in sorted(p for p in sub.iterdir() if (p / "__init__.py").is_file()):  # a study's package
+            listed = parts.get(sub.name, "").split(study.name, 1)  # its name, then its modules in brackets
+            modules = set(re.findall(r"\w+", listed[1].split(")", 1)[0])) if len(listed) == 2 else set()
+            missing += [f"odebook/{sub.name}/{study.name}/{m.stem}" for m in sorted(study.glob("*.py"))
+                        if m.stem != "__init__" and m.stem not in modules]
     for folder in ("benchmarks", "scripts"):
         words = set(re.findall(r"\w+", parts.get(folder, "")))
         missing += [f"{folder}/{f.name}" for f in sorted((root / folder).iterdir())

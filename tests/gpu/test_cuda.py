@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from odebook.training import distributed
-from odebook.study import measure
+from odebook import studies
 from odebook.models import lm as models
 from odebook.nn import delta_rule
 from odebook.nn.gdn import GatedDeltaNet
@@ -17,6 +17,8 @@ from odebook.nn.gdn import GatedDeltaNet
 import ddp_worker
 from causality import assert_causal
 from families import FAMILIES, T, V
+
+measure = studies.load("05_ode_solvers").measure
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from families import time_indexed
 from odebook.nn import gemm, torch_private
 
 PATHS = [pytest.param(True, id="oneDNN", marks=pytest.mark.skipif(not gemm.onednn_available(), reason="no oneDNN")),
@@ -218,8 +219,10 @@ def test_onednn_gets_the_weight_of_every_product_in_a_plain_layout(layout, monke
 
 
 def _families():
+    from odebook import studies
     from odebook.models import lm as models
-    from odebook.params import TIME_INDEXED_MODELS
+
+    TIME_INDEXED_MODELS = studies.load("02_time_indexed").params.TIME_INDEXED_MODELS
 
     V, D, H, T = 61, 32, 4, 24
     lm = dict(vocab_size=V, d_model=D, n_head=H, max_seq_len=T)
@@ -228,7 +231,7 @@ def _families():
                                                            solver="rk4", steps=2, sensitivity="adjoint"),
            "gdn-swa-state-read": lambda: models.pattern_lm("GGS", **lm, window=8, chunk_size=8, state_read=True)}
     ti = dict(lm, n_layer=3, n_freq=4, d_emb=8, gate_width=12, d_state=5)
-    out |= {f"02-{name}": (lambda name=name: models.time_indexed(name, **ti)) for name in TIME_INDEXED_MODELS}
+    out |= {f"02-{name}": (lambda name=name: time_indexed(name, **ti)) for name in TIME_INDEXED_MODELS}
     return V, T, out
 
 

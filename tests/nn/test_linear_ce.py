@@ -2,9 +2,11 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from odebook.study.measure import peak_memory
+from odebook import studies
 from odebook.nn import gemm, linear_ce
 from odebook.nn.linear_ce import IGNORE_INDEX, linear_cross_entropy, linear_cross_entropy_reference
+
+measure = studies.load("05_ode_solvers").measure
 
 
 @pytest.fixture(autouse=True)
@@ -107,7 +109,7 @@ def test_sliced_head_holds_one_slice_of_logits_at_a_time(grad, monkeypatch):
             out.backward()
 
     with torch.set_grad_enabled(grad):
-        peak = peak_memory(loss, torch.device("cpu"))
+        peak = measure.peak_memory(loss, torch.device("cpu"))
     assert 2**22 <= peak < 1.25 * 2**22
 
 

@@ -2,7 +2,12 @@ import dataclasses
 
 import pytest
 
-from odebook.params import STUDIES, GradientFlowParams, ParamError, load_yaml, validate_file
+from odebook.params import ParamError, load_yaml
+from odebook import studies
+from odebook.studies import validate_file
+
+GradientFlowParams = studies.schema("01_gradient_flow")
+STUDIES = {name: studies.schema(name) for name in studies.names()}
 
 
 def check(values, source="params/cpu/01_gradient_flow.yaml"):
@@ -88,7 +93,8 @@ def test_every_field_has_a_type_the_validator_knows():
 
 
 def test_time_indexed_parameters_are_checked_too():
-    from odebook.params import TimeIndexedParams
+    from odebook import studies
+    TimeIndexedParams = studies.schema("02_time_indexed")
 
     with pytest.raises(ParamError) as info:
         TimeIndexedParams.from_mapping({"models": ["standard", "mamba"], "seq_len": 256, "alpha": 0.9}, "p.yaml")
@@ -102,7 +108,8 @@ def test_time_indexed_parameters_are_checked_too():
 
 
 def test_ode_solver_parameters_are_checked_together():
-    from odebook.params import ODESolverParams
+    from odebook import studies
+    ODESolverParams = studies.schema("05_ode_solvers")
 
     with pytest.raises(ParamError) as info:
         ODESolverParams.from_mapping({"nfe_budget": 6, "generation_solver": "euler", "integrators": ["rk4", "dopri5"],
@@ -136,7 +143,9 @@ def test_a_study_changes_an_inherited_default_without_restating_its_rule():
     """``defaults`` keeps the field's type, bounds and help where the field is declared; only the default moves."""
     import dataclasses
 
-    from odebook.params import LMParams, ParamError, TimeIndexedParams
+    from odebook.params import LMParams, ParamError
+    from odebook import studies
+    TimeIndexedParams = studies.schema("02_time_indexed")
 
     field = {f.name: f for f in dataclasses.fields(TimeIndexedParams)}["n_seeds"]
     parent = {f.name: f for f in dataclasses.fields(LMParams)}["n_seeds"]

@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from odebook.params import STUDIES, ParamError
+from odebook.params import ParamError
+from odebook import studies
 
 from conftest import ROOT
+
+STUDIES = {name: studies.schema(name) for name in studies.names()}
 
 
 def _paths(cls) -> list[str]:

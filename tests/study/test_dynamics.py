@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
+from families import time_indexed
 from odebook.study import dynamics
-from odebook.models import lm as models
 from odebook.models.arms import HybridConfig
 from odebook.nn.ode import ODEFlowBlock
 
@@ -68,7 +68,7 @@ def test_ode_block_dynamics_on_a_linear_field_recover_eigenvalues_and_the_discre
 
 def test_depth_stack_field_is_the_update_over_the_step():
     torch.manual_seed(0)
-    model = models.time_indexed("ti_mlp_dt", vocab_size=20, d_model=8, n_head=2, n_layer=3, max_seq_len=8,
+    model = time_indexed("ti_mlp_dt", vocab_size=20, d_model=8, n_head=2, n_layer=3, max_seq_len=8,
                                 n_freq=2, gate_width=4).double()
     stack = model.blocks[0]
     field, trajectory, flow = dynamics.depth_stack_dynamics(stack)

@@ -177,7 +177,9 @@ def test_run_seeds_takes_any_task_and_equals_the_hand_rolled_seed_loop():
 
 def test_block_parameters_are_counted_one_way_for_every_family():
     """What a model adds to the embeddings, final LayerNorm and head every model of a study shares."""
-    from odebook.models.lm import block_params, count_params, ode_hybrid, pattern_lm, time_indexed
+    from families import time_indexed
+
+    from odebook.models.lm import block_params, count_params, ode_hybrid, pattern_lm
 
     shape = dict(vocab_size=20, d_model=16, n_head=2, max_seq_len=8)
     for model in (models.gpt(**shape, n_layer=2), time_indexed("ti_mlp", **shape, n_layer=3),

@@ -112,22 +112,3 @@ def test_the_interval_across_seeds_stays_within_zero_one():
                          **{c: 0.25 for c in retrieval.SHORTCUTS}})
     out = retrieval.across_seeds(rows, ["g"])
     assert (out.loc["a", "seed lo"], out.loc["a", "seed hi"]) == (0.0, 1.0)
-
-
-def test_colour_claims_put_each_sizes_binding_beside_its_state_zeroed_control():
-    import pandas as pd
-
-    from odebook.study.retrieval import SHORTCUTS, colour_claims
-
-    def rows(size, set_, seed, hit):
-        return [{"size": size, "set": set_, "k": 4, "seed": seed, "hit": h, **dict.fromkeys(SHORTCUTS, 0.25)}
-                for h in [1.0] * round(10 * hit) + [0.0] * (10 - round(10 * hit))]
-
-    facts = pd.DataFrame([r for s in (0, 1) for set_ in ("random", "unseen pairs") for r in rows("d8", set_, s, 0.8)])
-    zeroed = pd.DataFrame([r for s in (0, 1) for r in rows("d8", "random", s, 0.2 + 0.1 * s)])
-    claims, values = colour_claims(facts, zeroed, [0, 1], sizes=["d8"], k=4, margin=0.1)
-    assert [c.primary for c in claims] == [False] * 3 and claims[1].controls == claims[0].name
-    assert claims[2].name == ("the d8 GDN state binds 4 held-out pairs (never bound in training) beyond the best "
-                              "shortcut")
-    assert np.allclose(values["d8, random: accuracy − shortcut"], [0.55, 0.55])
-    assert np.allclose(values["d8, random: accuracy − shortcut, state zeroed"], [-0.05, 0.05])

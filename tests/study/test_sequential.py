@@ -57,7 +57,7 @@ def test_the_sequential_type_one_error_stays_at_alpha(claim, null_edge):
 
 def _declared_designs() -> list[tuple[tuple[int, ...], float]]:
     """Every looks design the profiles declare (the looks and the cap, n_seeds) with the study's α."""
-    from odebook.params import validate_values
+    from odebook.studies import validate_values
 
     root = Path(__file__).resolve().parents[2] / "params"
     designs = set()

@@ -15,7 +15,7 @@ import torch
 from odebook.book import notebook, runner
 from odebook.data.corpus import TokenSplits
 from odebook.models import lm as models
-from odebook.params import STUDIES
+from odebook import studies
 from odebook.study.experiment import run_seeds, tune_lr
 from odebook.study.task import lm_task
 from odebook.training.executor import JobsFailed, Local, Submitit, Workers, usable_cores
@@ -23,6 +23,9 @@ from odebook.training.runtime import precision_for
 from odebook.training.train import TrainConfig
 
 from conftest import ROOT, runs_made
+
+STUDIES = {name: studies.schema(name) for name in studies.names()}
+
 
 # The jobs run in fresh Python processes, which cannot import this test module: its functions travel by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -9,7 +9,8 @@ import torch
 
 from odebook.data import mirror
 from odebook.models import lm as models
-from odebook.params import validate_file
+from odebook import studies
+from odebook.studies import validate_file
 from odebook.study.experiment import train_once
 from odebook.training import checkpoint as ckpt
 from odebook.training.fingerprint import run_key
@@ -118,7 +119,7 @@ def test_a_notebooks_run_key_holds_its_arithmetic_and_its_data_files_content(roo
     import yaml
 
     from odebook.book import notebook
-    from odebook.params import STUDIES
+    STUDIES = {name: studies.schema(name) for name in studies.names()}
 
     values = yaml.safe_load((root / "params" / "smoke" / "01_gradient_flow.yaml").read_text())
     p = STUDIES["01_gradient_flow"].from_mapping({**values, "checkpoint_interval": 2}, source="x.yaml")
@@ -148,7 +149,7 @@ def test_a_file_edited_in_place_with_its_modification_time_set_back_hashes_anew_
 def test_operational_fields_are_marked_where_they_are_declared_and_leave_the_arithmetic():
     """No hand list: a field is operational by its declaration (spec(operational=True)). The set is the one the
     hand list held, so every stored run keeps its key."""
-    from odebook.params import STUDIES
+    STUDIES = {name: studies.schema(name) for name in studies.names()}
     from odebook.training.fingerprint import arithmetic, not_arithmetic
 
     before = {"output_dir", "checkpoint_dir", "fresh", "tensorboard", "seed", "n_seeds", "looks",

@@ -13,11 +13,13 @@ from odebook.models import lm as models
 from odebook.models.lm import lm_loss
 from odebook.data.corpus import fixed_batches, random_batches
 from odebook.nn.linear_ce import IGNORE_INDEX, linear_cross_entropy, linear_cross_entropy_reference
-from odebook.study import measure
+from odebook import studies
 from odebook.training.runtime import Precision, precision_for, seed_everything
 from odebook.training.train import TrainConfig, train
 
 from families import FAMILIES, SHAPE, T, V
+
+measure = studies.load("05_ode_solvers").measure
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 # the device's own policy (fp32 on the CPU, so only the GPU's is new) and a T4's, everywhere

@@ -141,7 +141,8 @@ def test_evaluation_can_use_its_own_loss():
 
 
 def test_train_config_from_parameters_takes_their_optimisation_settings():
-    from odebook.params import GradientFlowParams
+    from odebook import studies
+    GradientFlowParams = studies.schema("01_gradient_flow")
 
     p = GradientFlowParams.from_mapping({"tokenizer": "bytes", "steps": 70, "lr": 1e-3, "grad_clip": 0.5}, "p")
     assert TrainConfig.from_params(p) == TrainConfig(steps=70, lr=1e-3, weight_decay=0.1, grad_clip=0.5,

@@ -1,13 +1,16 @@
-"""study.capacity on synthetic accuracy curves whose capacity is known, and study 03's claims on synthetic scores."""
+"""Study 03's capacity module on synthetic accuracy curves whose capacity is known, and its claims on synthetic
+scores."""
 
 import numpy as np
 import pytest
 
-from odebook.study import capacity as cap
-from odebook.study.capacity import capacity
+from odebook import studies
 from odebook.study.experiment import Run
 from odebook.study.recall import first_name
 from odebook.training.train import History
+
+cap = studies.load("03_gdn_scaling").capacity
+capacity = cap.capacity
 
 KS = [1, 2, 4, 8, 16, 32]
 

@@ -1,7 +1,7 @@
 """Generation with and without the KV cache (study 05): the time of greedy generation cached against recomputed, the
 speed-up and whether both give the same tokens; the generated length at which the speed-up passes a target (the
 crossover, interpolated on the log–log curve) and the claim on it; and sampled continuations of a prompt. The
-measurements themselves (``generation_speed``, ``crossover``) are study.measure's.
+measurements themselves (``generation_speed``, ``crossover``) are this study's measure module.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 from odebook.models.lm import LM, generate
-from odebook.study.measure import Crossover, crossover, generation_speed
+from .measure import Crossover, crossover, generation_speed
 from odebook.study.stats import Verdict
 
 __all__ = ["speed_table", "crossovers", "kv_verdict", "samples"]

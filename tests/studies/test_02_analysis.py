@@ -1,4 +1,4 @@
-"""study.time_indexed: study 02's claims follow its arms, its rate rule, the SSM-off control and the equal-time
+"""Study 02's analysis: study 02's claims follow its arms, its rate rule, the SSM-off control and the equal-time
 reading."""
 
 import math
@@ -8,12 +8,15 @@ import pandas as pd
 import pytest
 import torch
 
-from odebook.params import TimeIndexedParams
-from odebook.study import time_indexed as ti
+from odebook import studies
 from odebook.study.claims import Claim, Settled
 from odebook.study.experiment import Run
 from odebook.training.runtime import precision_for
 from odebook.training.train import History, evaluate
+
+ti = studies.load("02_time_indexed").analysis
+TimeIndexedParams = studies.schema("02_time_indexed")
+
 
 ALL = ["standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_mlp_constant", "ti_mlp_dt", "ode_shared",
        "ti_mlp_twin"]

@@ -1,13 +1,21 @@
+"""Study 02's arms (its arms module): causality, parameter counts, the twin's own draw, the faithful variants."""
+
 import math
 
 import pytest
 import torch
 
+from families import time_indexed
 from odebook.models import lm as models
 from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, selective_scan, sinusoidal_embedding
-from odebook.params import TIME_INDEXED_MODELS
 
 from causality import assert_causal
+
+from odebook import studies
+
+arms = studies.load("02_time_indexed").arms
+TIME_INDEXED_MODELS = tuple(arms.ARMS)
+
 
 V, D, H, L, P = 40, 32, 4, 3, 16
 S, E, W, N = 4, 8, 12, 5
@@ -16,7 +24,7 @@ SHAPE = dict(vocab_size=V, d_model=D, n_head=H, n_layer=L, max_seq_len=P, n_freq
 
 def build(name):
     torch.manual_seed(0)
-    return models.time_indexed(name, **SHAPE)
+    return time_indexed(name, **SHAPE)
 
 
 @pytest.mark.parametrize("name", TIME_INDEXED_MODELS)
@@ -61,7 +69,7 @@ def test_the_twin_is_the_ti_mlp_from_other_initial_weights():
     assert max(shared) < 0.01, shared  # other draws, not ti_mlp's values shifted along the generator's stream
     torch.manual_seed(0)
     untouched = torch.get_rng_state()
-    models.time_indexed("ti_mlp_twin", **SHAPE)
+    time_indexed("ti_mlp_twin", **SHAPE)
     assert torch.equal(torch.get_rng_state(), untouched)  # the run's own generator is left where it was
     assert all(torch.equal(w[k], build("ti_mlp_twin").state_dict()[k]) for k in w)  # reproducible from the seed
     mlp.load_state_dict(w)  # the same function of its weights: only the initial draw differs
@@ -133,7 +141,7 @@ def test_selective_scan_equals_its_closed_form():
 @pytest.mark.parametrize("name", ["ti_mlp", "ti_ssm", "tong"])
 def test_source_faithful_options_are_causal_and_add_the_stated_parameters(name):
     torch.manual_seed(0)
-    faithful = models.time_indexed(name, **SHAPE, norm="temporal", tong_time_mlp="per_linear")
+    faithful = time_indexed(name, **SHAPE, norm="temporal", tong_time_mlp="per_linear")
     assert_causal(faithful, V, P, positions=[0, 5, P - 1])
     extra = 4 * ((2 * S + 1) * E + E + E * E + E) if name == "tong" else time_mlp(4 * D)  # 4 more TimeMLPs / LN MLP
     assert models.count_params(faithful) == FORMULAS[name] + extra

@@ -2,7 +2,9 @@
 
 import numpy as np
 
-from odebook.study import scaling
+from odebook import studies
+
+scaling = studies.load("03_gdn_scaling").scaling
 
 
 def _ladder(alpha: float, seed_sd: float, sizes: int = 6, seeds: int = 5):

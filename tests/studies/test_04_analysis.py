@@ -7,11 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from odebook.params import MixedTrainingParams
-from odebook.study import mixed_training as mt
+from odebook import studies
 from odebook.study.experiment import Run
 from odebook.study.retrieval import SHORTCUTS
 from odebook.training.train import History
+
+mt = studies.load("04_mixed_training").analysis
+MixedTrainingParams = studies.schema("04_mixed_training")
+
 
 SMALL = dict(pattern="GS", d_model=16, n_head=2, window=8, max_seq_len=64, chunk_size=8)
 

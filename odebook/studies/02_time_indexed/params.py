@@ -1,4 +1,4 @@
-"""Study 02 (time-indexed parameter sharing): its models, options and statistics."""
+"""Study 02's parameters: which arms train, their architecture, the learning-rate grid, margins and timing."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ import functools
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from odebook.models.configs import TimeIndexedConfig
 from odebook.nn.hypernet import TIME_MLPS
 from odebook.nn.modulated import NORMS
 from odebook.params.lm import TextCorpusParams
 from odebook.params.schema import spec
 
+from .arms import ARMS, Config
+
 __all__ = ["TIME_INDEXED_MODELS", "TimeIndexedParams"]
 
-TIME_INDEXED_MODELS = ("standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_mlp_constant", "ti_mlp_dt",
-                       "ode_shared", "ti_mlp_twin")
+TIME_INDEXED_MODELS = tuple(ARMS)  # every arm (this study's arms module)
 
 
 @dataclasses.dataclass
@@ -25,7 +25,6 @@ class TimeIndexedParams(TextCorpusParams):
 
     Defaults are the source's configuration (the t4 profile)."""
 
-    study: ClassVar[str] = "02_time_indexed"
     groups: ClassVar = {"architecture": ("d_model", "n_layer", "n_freq", "d_emb", "gate_width", "d_state",
                                          "rediscretize", "norm", "tong_time_mlp")}
     defaults: ClassVar[Mapping[str, Any]] = {
@@ -68,9 +67,9 @@ class TimeIndexedParams(TextCorpusParams):
             errors.append(f"key 'lr_grid' = {self.lr_grid}: must name each rate at most once, at least one")
         return errors
 
-    def model_config(self, vocab_size: int) -> TimeIndexedConfig:
-        """Every model of this study (odebook.models.configs.TimeIndexedConfig: ``.build(name)``)."""
-        return TimeIndexedConfig(vocab_size=vocab_size, d_model=self.d_model, n_head=self.n_head, n_layer=self.n_layer,
+    def model_config(self, vocab_size: int) -> Config:
+        """Every arm of this study (the arms module's Config: ``.build(name)``)."""
+        return Config(vocab_size=vocab_size, d_model=self.d_model, n_head=self.n_head, n_layer=self.n_layer,
                                  max_seq_len=self.max_seq_len, n_freq=self.n_freq, d_emb=self.d_emb,
                                  gate_width=self.gate_width, d_state=self.d_state, norm=self.norm,
                                  tong_time_mlp=self.tong_time_mlp)

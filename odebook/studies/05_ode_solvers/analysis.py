@@ -20,7 +20,7 @@ import torch
 from odebook.models.lm import ode_blocks
 from odebook.study.dynamics import block_input
 from odebook.study.experiment import Run, loss_with_solver, summarize
-from odebook.study.measure import SolverTiming, nfe_per_forward, solver_timing, work_precision
+from .measure import SolverTiming, nfe_per_forward, solver_timing, work_precision
 from odebook.study.stats import Verdict
 from odebook.training.runtime import Precision
 

@@ -9,10 +9,13 @@ import torch
 
 from odebook.models.arms import HybridConfig
 from odebook.models.lm import gpt
-from odebook.study import generation, ode_solvers
+from odebook import studies
 from odebook.study.experiment import Run, loss_with_solver
 from odebook.training.runtime import precision_for
 from odebook.training.train import History
+
+generation = studies.load("05_ode_solvers").generation
+ode_solvers = studies.load("05_ode_solvers").analysis
 
 CPU = precision_for(torch.device("cpu"))
 CONFIG = HybridConfig(vocab_size=40, d_model=16, n_layer=2, n_head=2, max_seq_len=32, ode_layers=(1,), solver="rk4",

@@ -31,7 +31,7 @@ import pandas as pd
 
 import torch
 
-from odebook.models.arms import HybridConfig, layer_groups
+from odebook.models.arms import HybridConfig
 from odebook.models.lm import ode_blocks
 from odebook.study.claims import Claim, negative_control, paired
 from odebook.study.experiment import Run, by_seed, grad_ratios, summarize
@@ -39,6 +39,8 @@ from odebook.study.sequential import operating
 from odebook.study.stats import mean_ci
 from odebook.training.runtime import Precision
 from odebook.training.train import evaluate
+
+from .arms import layer_groups
 
 __all__ = ["GATE", "FLOW_OFF", "calibrated_claims", "comparisons", "paired_losses", "seed_losses", "seed_differences",
            "results_table", "gap_closed", "alpha_normalised", "design", "gradient_groups", "learned_alphas",

@@ -3,13 +3,17 @@
 import pytest
 import torch
 
-from odebook.models.arms import ARMS, HybridConfig, gradient_flow_arms, layer_groups
+from odebook.models.arms import HybridConfig
+from odebook import studies
 from odebook.study.flops import forward_flops
 from odebook.models.lm import count_params
 from odebook.nn import Block
-from odebook.params import GradientFlowParams
 
 from causality import assert_causal
+
+arms01 = studies.load("01_gradient_flow").arms
+GradientFlowParams = studies.schema("01_gradient_flow")
+
 
 V, D, H, L, P = 40, 32, 4, 6, 16
 CFG = HybridConfig(vocab_size=V, d_model=D, n_layer=L, n_head=H, max_seq_len=P, ode_layers=(2, 3), solver="euler",
@@ -20,7 +24,7 @@ FIELD_EXTRA = (D + D) + (D * D + D) + (4 * D + D) + 1  # time embedding 1 → d 
 
 def build(arm):
     torch.manual_seed(0)
-    return gradient_flow_arms(CFG)[arm]()
+    return arms01.gradient_flow_arms(CFG)[arm]()
 
 
 def test_parameter_counts_of_the_arms():
@@ -32,18 +36,18 @@ def test_parameter_counts_of_the_arms():
 
 def test_compute_of_the_arms_matches_the_field_evaluations():
     x = torch.randint(0, V, (2, P))
-    flops = {arm: forward_flops(build(arm), x) for arm in ARMS}
+    flops = {arm: forward_flops(build(arm), x) for arm in arms01.ARMS}
     per_block = (flops["baseline"] - flops["null"]) // 2
     assert flops["shared"] == flops["baseline"] + (4 - 2) * per_block  # four applications where there were two
     # the same four evaluations, plus each evaluation's time embedding (1 → d → d) and control embedding (B × 4 → d)
     assert flops["hybrid"] == flops["shared"] + 4 * 2 * (D + D * D + 2 * 4 * D)
 
 
-@pytest.mark.parametrize("arm", ARMS)
+@pytest.mark.parametrize("arm", arms01.ARMS)
 def test_every_arm_is_causal_and_its_groups_partition_its_parameters(arm):
     model = build(arm)
     assert_causal(model, V, P, positions=[0, 7, P - 1])
-    groups = layer_groups(model, CFG.replaced_blocks(arm))
+    groups = arms01.layer_groups(model, CFG.replaced_blocks(arm))
     ids = [id(q) for qs in groups.values() for q in qs]
     assert len(ids) == len(set(ids)) == len(list(model.parameters()))
     assert ("replaced" in groups) == (arm != "null")

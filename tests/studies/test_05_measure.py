@@ -4,9 +4,10 @@ import torch
 from odebook.models import lm as models
 import math
 
-from odebook.study.measure import (crossover, generation_speed, nfe_per_forward, peak_memory, sensitivity_sweep,
-                                   solver_timing, evaluated_step)
+from odebook import studies
 from odebook.training.runtime import precision_for, seed_everything
+
+measure = studies.load("05_ode_solvers").measure
 
 CPU = precision_for(torch.device("cpu"))
 SHAPE = dict(vocab_size=40, d_model=16, n_layer=3, n_head=2, max_seq_len=48)
@@ -22,8 +23,8 @@ def test_cpu_peak_memory_counts_what_the_function_holds_at_once():
         for _ in range(3):
             torch.ones(1000, 1000).sum()
 
-    assert peak_memory(two_at_once, torch.device("cpu")) == pytest.approx(6_000_000, rel=0.01)
-    assert peak_memory(one_after_another, torch.device("cpu")) == pytest.approx(4_000_000, rel=0.01)
+    assert measure.peak_memory(two_at_once, torch.device("cpu")) == pytest.approx(6_000_000, rel=0.01)
+    assert measure.peak_memory(one_after_another, torch.device("cpu")) == pytest.approx(4_000_000, rel=0.01)
 
 
 def test_cpu_peak_memory_counts_what_an_operation_frees_inside_itself():
@@ -39,8 +40,8 @@ def test_cpu_peak_memory_counts_what_an_operation_frees_inside_itself():
             return grad * torch.ones(1000, 1500).mean()  # 6,000,000 bytes, freed before backward returns
 
     x = torch.zeros(10, requires_grad=True)
-    assert peak_memory(lambda: Temporary.apply(x), torch.device("cpu")) == pytest.approx(4_000_000, rel=0.01)
-    assert peak_memory(lambda: Temporary.apply(x).sum().backward(),
+    assert measure.peak_memory(lambda: Temporary.apply(x), torch.device("cpu")) == pytest.approx(4_000_000, rel=0.01)
+    assert measure.peak_memory(lambda: Temporary.apply(x).sum().backward(),
                        torch.device("cpu")) == pytest.approx(6_000_000, rel=0.01)
 
 
@@ -61,7 +62,7 @@ def config(**changes):
 def test_sensitivity_sweep_measures_memory_evaluations_and_gradient_error():
     x = torch.randint(0, 40, (2, 24), generator=torch.Generator().manual_seed(0))
     weights = build("direct", 2).state_dict()
-    sweep = sensitivity_sweep(config(), weights, (x, x.roll(-1, 1)), CPU,
+    sweep = measure.sensitivity_sweep(config(), weights, (x, x.roll(-1, 1)), CPU,
                               sensitivities=["reversible", "adjoint", "direct"], steps=[2, 8],
                               repeats=1).set_index(["steps", "sensitivity"])
     for n in (2, 8):
@@ -80,8 +81,8 @@ def test_sensitivity_sweep_measures_memory_evaluations_and_gradient_error():
 def test_dopri5_evaluations_are_counted_and_generation_speed_compares_identical_tokens():
     seed_everything(0)
     adaptive = models.ode_hybrid(**SHAPE, ode_layers=[1], solver="dopri5")
-    assert nfe_per_forward(adaptive, torch.zeros(1, 8, dtype=torch.long), CPU) >= 6  # at least one dopri5 step
-    result = generation_speed(build("direct", 2), torch.zeros(1, 4, dtype=torch.long), 12)
+    assert measure.nfe_per_forward(adaptive, torch.zeros(1, 8, dtype=torch.long), CPU) >= 6  # at least one dopri5 step
+    result = measure.generation_speed(build("direct", 2), torch.zeros(1, 4, dtype=torch.long), 12)
     assert result["identical_tokens"] and result["new_tokens"] == 12
     assert result["speedup"] == pytest.approx(result["recomputed_s"] / result["cached_s"])
 
@@ -116,30 +117,30 @@ def test_loss_with_solver_refuses_a_solver_the_block_s_sensitivity_rules_out_and
 
 def test_crossover_interpolates_the_log_log_curve_where_it_first_passes_the_target():
     # speed-up ∝ length on a log–log line through (100, 5) and (400, 20): 10× at 200 tokens
-    c = crossover([100, 400, 1600], [5.0, 20.0, 80.0], 10.0)
+    c = measure.crossover([100, 400, 1600], [5.0, 20.0, 80.0], 10.0)
     assert c.reached and not c.below and c.length == pytest.approx(200.0) and "from 200 tokens" in str(c)
     # the first upward passage counts, not a later one after a dip
-    assert crossover([64, 128, 256, 512], [4.0, 12.0, 8.0, 16.0], 10.0).length == pytest.approx(
+    assert measure.crossover([64, 128, 256, 512], [4.0, 12.0, 8.0, 16.0], 10.0).length == pytest.approx(
         64 * 2 ** (math.log(10 / 4) / math.log(12 / 4)))
     # exactly at a measured length
-    assert crossover([64, 256], [2.0, 10.0], 10.0).length == pytest.approx(256.0)
+    assert measure.crossover([64, 256], [2.0, 10.0], 10.0).length == pytest.approx(256.0)
 
 
 def test_crossover_says_when_the_target_is_not_reached_or_already_passed():
-    c = crossover([64, 256, 1024], [2.0, 6.0, 9.9], 10.0)
+    c = measure.crossover([64, 256, 1024], [2.0, 6.0, 9.9], 10.0)
     assert not c.reached and c.length is None and str(c) == "10× not reached up to 1024 tokens"
-    first = crossover([64, 256], [12.0, 30.0], 10.0)
+    first = measure.crossover([64, 256], [12.0, 30.0], 10.0)
     assert first.reached and first.below and first.length == 64 and "at or below 64" in str(first)
     with pytest.raises(ValueError):
-        crossover([256, 64], [2.0, 12.0], 10.0)
+        measure.crossover([256, 64], [2.0, 12.0], 10.0)
     with pytest.raises(ValueError):
-        crossover([64, 256], [2.0], 10.0)
+        measure.crossover([64, 256], [2.0], 10.0)
 
 
 def test_training_step_counts_evaluations_and_leaves_gradients():
     x = torch.randint(0, 40, (2, 16), generator=torch.Generator().manual_seed(0))
     model = build("direct", 3)
-    assert evaluated_step(model, (x, x.roll(-1, 1)), CPU)() == (6, 0)  # midpoint: 2 per step, none backward
+    assert measure.evaluated_step(model, (x, x.roll(-1, 1)), CPU)() == (6, 0)  # midpoint: 2 per step, none backward
     assert all(p.grad is not None for p in model.blocks[1].parameters())
 
 
@@ -149,7 +150,7 @@ def test_solver_timing_interleaves_two_integrators_and_divides_the_time_by_the_e
     a, b = (config(solver=s, steps=n).hybrid() for s, n in (("rk4", 4), ("euler", 2)))
     for m in (a, b):
         m.load_state_dict(weights)
-    t = solver_timing(a, b, (x, x.roll(-1, 1)), CPU, reps=20, warmup=1)
+    t = measure.solver_timing(a, b, (x, x.roll(-1, 1)), CPU, reps=20, warmup=1)
     assert (t.nfe_a, t.nfe_b) == (16, 2) and t.nfe_ratio == 8
     assert t.timing.ratio.n == 20 and t.timing.ratio.mean > 1  # 8× the evaluations takes longer
     assert t.per_evaluation == pytest.approx(t.timing.ratio.mean / 8)
@@ -167,10 +168,11 @@ def _sweep(direct, adjoint, reversible, error=1e-7):
 
 
 def test_memory_verdicts_hold_fail_and_are_not_testable_without_the_calibration():
-    from odebook.study.measure import memory_verdicts
+    from odebook import studies
+    measure = studies.load("05_ode_solvers").measure
 
     def outcomes(sweep, tolerance=1e-3):
-        return [v.outcome for v in memory_verdicts(sweep, growth_limit=1.2, grad_tolerance=tolerance)]
+        return [v.outcome for v in measure.memory_verdicts(sweep, growth_limit=1.2, grad_tolerance=tolerance)]
 
     assert outcomes(_sweep((1, 7), (1, 1), (1, 1))) == ["held", "held"]
     assert outcomes(_sweep((1, 7), (7, 7), (1, 2))) == ["not held", "not held"]  # no saving; reversible grows
@@ -178,18 +180,19 @@ def test_memory_verdicts_hold_fail_and_are_not_testable_without_the_calibration(
     # direct backpropagation does not grow: the measurement cannot see growth, so neither claim can be tested
     assert outcomes(_sweep((1, 1.1), (0.5, 0.5), (1, 1))) == ["not testable at this scale"] * 2
     only_direct = _sweep((1, 7), (1, 1), (1, 1))
-    assert memory_verdicts(only_direct[only_direct.sensitivity == "direct"], growth_limit=1.2,
+    assert measure.memory_verdicts(only_direct[only_direct.sensitivity == "direct"], growth_limit=1.2,
                            grad_tolerance=1e-3) == []
 
 
 def test_work_precision_shows_each_integrator_converging_at_its_order_against_the_fine_reference():
     from odebook.nn.ode import ODEFlowBlock
-    from odebook.study.measure import evaluations_to_reach, work_precision
+    from odebook import studies
+    measure = studies.load("05_ode_solvers").measure
 
     torch.manual_seed(0)
     block = ODEFlowBlock(d_model=16, n_head=2, alpha_init=2.0, solver="rk4", steps=2, rtol=1e-3, atol=1e-4)
     x = torch.randn(2, 6, 16)
-    table = work_precision(block, x, steps={"euler": [8, 16, 32], "rk4": [2, 4, 8]}, tolerances=[1e-3, 1e-6],
+    table = measure.work_precision(block, x, steps={"euler": [8, 16, 32], "rk4": [2, 4, 8]}, tolerances=[1e-3, 1e-6],
                            reference=("rk4", 256), repeats=1)
     err = {(r.solver, r.steps): r.error for r in table.itertuples() if r.steps == r.steps}
     assert 1.6 < err["euler", 16] / err["euler", 32] < 2.5  # first order: halving the step halves the error
@@ -198,14 +201,15 @@ def test_work_precision_shows_each_integrator_converging_at_its_order_against_th
     dopri = table[table.solver == "dopri5"].set_index("tolerance")
     assert dopri.error[1e-6] < dopri.error[1e-3] and dopri.evaluations[1e-6] > dopri.evaluations[1e-3]
     assert (block.solver, block.steps, block.rtol, block.atol) == ("rk4", 2, 1e-3, 1e-4)  # left as it was
-    assert evaluations_to_reach(table, "rk4", err["rk4", 4]) == 16
-    assert math.isnan(evaluations_to_reach(table, "euler", 0.0))
+    assert measure.evaluations_to_reach(table, "rk4", err["rk4", 4]) == 16
+    assert math.isnan(measure.evaluations_to_reach(table, "euler", 0.0))
 
 
 def test_work_precision_verdicts_read_the_evaluations_each_integrator_needs_and_gate_on_curvature():
     import pandas as pd
 
-    from odebook.study.measure import work_precision_verdicts
+    from odebook import studies
+    measure = studies.load("05_ode_solvers").measure
 
     def table(euler_at_8, rk4_errors, dopri5_errors):
         rows = [{"solver": "euler", "evaluations": n, "error": euler_at_8 * 8 / n} for n in (4, 8, 16, 32)]
@@ -215,11 +219,11 @@ def test_work_precision_verdicts_read_the_evaluations_each_integrator_needs_and_
 
     curved = {"seed 0": table(0.05, [1e-2, 1e-3, 1e-4, 1e-5], [1e-2, 1e-3, 1e-4]),
               "seed 1": table(0.08, [2e-2, 2e-3, 9e-5, 1e-5], [1e-2, 2e-3, 1e-4])}
-    gate, rk4, euler = work_precision_verdicts(curved, error=1e-3, budget=8)
+    gate, rk4, euler = measure.work_precision_verdicts(curved, error=1e-3, budget=8)
     assert gate.outcome == "held" and rk4.outcome == "held" and euler.outcome == "not held"
     assert euler.claim.startswith("negative control:") and "never (not reached" in euler.evidence
     slower = {**curved, "seed 1": table(0.08, [2e-2, 2e-2, 2e-3, 1e-3], [1e-2, 9e-4, 1e-4])}
-    assert work_precision_verdicts(slower, error=1e-3, budget=8)[1].outcome == "inconclusive"
+    assert measure.work_precision_verdicts(slower, error=1e-3, budget=8)[1].outcome == "inconclusive"
     straight = {"seed 0": table(1e-4, [1e-6] * 4, [1e-7] * 3)}
-    assert [v.outcome for v in work_precision_verdicts(straight, error=1e-3, budget=8)] == [
+    assert [v.outcome for v in measure.work_precision_verdicts(straight, error=1e-3, budget=8)] == [
         "not held", "not testable at this scale", "not testable at this scale"]

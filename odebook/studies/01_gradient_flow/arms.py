@@ -1,0 +1,34 @@
+"""Study 01's arms from one hybrid configuration (odebook.models.arms.HybridConfig): the baseline GPT, the ODE hybrid,
+and the two controls that make "as good as the baseline" mean something — the baseline with the replaced layers
+removed (``null``) and one weight-shared discrete block applied as many times as the ODE evaluates its field
+(``shared``). ``layer_groups`` splits any arm's parameters by position, so gradient norms compare across arms."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from torch import nn
+
+from odebook.models.arms import HybridConfig
+from odebook.models.lm import LM
+
+__all__ = ["ARMS", "gradient_flow_arms", "layer_groups"]
+
+
+ARMS = ("baseline", "hybrid", "null", "shared")
+
+
+def gradient_flow_arms(config: HybridConfig, arms: Sequence[str] = ARMS) -> dict[str, Callable[[], LM]]:
+    """Study 01's models by name: baseline, hybrid, and the two controls null and shared (see HybridConfig)."""
+    return {arm: getattr(config, arm) for arm in arms}
+
+
+def layer_groups(model: LM, replaced: range) -> dict[str, list[nn.Parameter]]:
+    """Parameters by position, for gradient norms that compare across arms: embedding, the blocks before the
+    replaced span, the span itself, the blocks after it, and the head (final LayerNorm + projection)."""
+    blocks = list(model.blocks)
+    params = lambda bs: [p for b in bs for p in b.parameters()]  # noqa: E731
+    groups = {"embedding": [*model.tok_emb.parameters(), *model.pos_emb.parameters()],
+              "before": params(blocks[: replaced.start]), "replaced": params(blocks[replaced.start: replaced.stop]),
+              "after": params(blocks[replaced.stop:]), "head": [*model.ln_f.parameters(), *model.head.parameters()]}
+    return {name: ps for name, ps in groups.items() if ps}

@@ -1,0 +1,152 @@
+"""Study 03's parameters: the language-model ladder, the retrieval runs on the curriculum, and MQAR's capacity arms."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from odebook.models.configs import PatternConfig
+from odebook.params.retrieval import RetrievalParams
+from odebook.params.schema import spec
+
+__all__ = ["GDNScalingParams", "SERIES", "MQAR_KINDS"]
+
+
+SERIES = {"hybrid": lambda layers: "G" * layers + "S", "gdn": lambda layers: "G" * layers}
+
+
+# Study 03's MQAR stacks, one letter a layer (odebook.models.lm.pattern_lm); the attention stack, the positive control,
+# has the GDN's short convolution in front, as the GDN stacks do (the two then differ in their token mixing: a state
+# against full attention, each with its own projections).
+MQAR_KINDS = {"gdn": "G", "no state": "S", "attention": "C"}
+
+
+@dataclasses.dataclass
+class GDNScalingParams(RetrievalParams):
+    """Study 03: how many bindings does a Gated DeltaNet state hold, and how does the hybrid's loss scale with size?
+
+    Defaults are the source's configuration (the t4 profile): its "1M", "10M" and "125M" ladder of d 128/256/512
+    with 1/2/4 GDN layers. ``steps`` and ``batch_size`` are the language-model ladder's."""
+
+    width_key: ClassVar[str] = "ladder_d"
+    groups: ClassVar = {
+        "lm_ladder": ("ladder_d", "ladder_layers", "series", "lr_grid"),
+        "retrieval_task": ("retrieval_sizes", "retrieval_steps"),
+        "mqar_capacity": ("mqar_keys", "mqar_d", "mqar_layers", "mqar_control_window", "mqar_train_ks", "mqar_eval_ks",
+                          "mqar_seq_len", "mqar_batch_size", "mqar_steps", "mqar_lr_grid", "mqar_lr_extensions",
+                          "mqar_power_a", "mqar_eval_batches", "mqar_margin")}
+
+    ladder_d: list[int] = spec([128, 256, 512], ge=8, help="model widths of the size ladder")
+    ladder_layers: list[int] = spec([1, 2, 4], ge=1, help="GDN layers at each width")
+    series: list[str] = spec(["hybrid", "gdn"], choices=tuple(SERIES),
+                             help="hybrid: the GDN layers then a state-reading SWA layer (the source's question); "
+                                  "gdn: GDN layers only")
+    lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3], gt=0.0, le=1.0,
+                                help="language-model learning rates tried per size (first seed, validation split)")
+    retrieval_sizes: list[int] = spec([0, 1, 2], ge=0,
+                                      help="ladder indices whose GDN-only stack is trained on retrieval")
+    retrieval_steps: int = spec(1500, ge=1, help="retrieval training steps per size, over the whole curriculum")
+    mqar_keys: int = spec(64, ge=4, help="MQAR (odebook.data.mqar): keys, and as many values, in its own vocabulary")
+    mqar_d: list[int] = spec([64, 128, 256], ge=8, min_len=2,
+                             help="MQAR: widths of the GDN-only stacks, smallest first (a layer's state: width² / "
+                                  "n_head)")
+    mqar_layers: int = spec(2, ge=1, help="MQAR: layers of every stack, the no-state control's included")
+    mqar_control_window: int = spec(4, ge=1, help="MQAR: the no-state control's sliding window (S layers)")
+    mqar_train_ks: list[int] = spec([4, 8, 16, 32, 64], ge=1, help="MQAR: pairs per sequence in training, in turn")
+    mqar_eval_ks: list[int] = spec([4, 8, 16, 32, 64], ge=1, min_len=2,
+                                   help="MQAR: pairs per sequence scored, increasing: the accuracy curve")
+    mqar_seq_len: int = spec(256, ge=8, help="MQAR: tokens per sequence")
+    mqar_batch_size: int = spec(64, ge=1)
+    mqar_steps: int = spec(3000, ge=1)
+    mqar_lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3, 1e-2], gt=0.0, le=1.0, min_len=2,
+                                     help="MQAR: learning rates tried per arm on a tuning seed apart (Zoology tries 4)")
+    mqar_lr_extensions: int = spec(1, ge=0, le=4, help="MQAR: times an arm's grid is extended one step past the edge "
+                                                       "it chose (odebook.study.lr_grid)")
+    mqar_power_a: float = spec(0.1, gt=0.0, le=1.0, help="MQAR: the query gaps' power law (smaller: nearer queries)")
+    mqar_eval_batches: int = spec(8, ge=1, help="MQAR: evaluation batches per k")
+    mqar_margin: float = spec(0.1, gt=0.0, le=1.0, help="MQAR claims: the smallest accuracy difference of interest")
+
+    def cross_checks(self) -> list[str]:
+        errors = super().cross_checks()
+        if len(self.ladder_d) != len(self.ladder_layers):
+            errors.append(f"keys 'ladder_d' = {self.ladder_d} and 'ladder_layers' = {self.ladder_layers}: "
+                          "must have the same length")
+        if len(self.ladder_d) < 3:
+            errors.append(f"key 'ladder_d' = {self.ladder_d}: needs at least 3 sizes (the power law has 3 parameters)")
+        sizes = list(zip(self.ladder_d, self.ladder_layers))
+        if len(set(sizes)) != len(sizes):
+            errors.append(f"keys 'ladder_d' = {self.ladder_d} and 'ladder_layers' = {self.ladder_layers}: each size "
+                          "(width, layers) at most once")
+        if any(i >= len(self.ladder_d) for i in self.retrieval_sizes):
+            errors.append(f"key 'retrieval_sizes' = {self.retrieval_sizes}: indices into ladder_d "
+                          f"(0..{len(self.ladder_d) - 1})")
+        for key in ("mqar_d", "mqar_eval_ks"):
+            if any(b <= a for a, b in zip(getattr(self, key), getattr(self, key)[1:])):
+                errors.append(f"key {key!r} = {getattr(self, key)}: must increase")
+        if any(d % self.n_head for d in self.mqar_d):
+            errors.append(f"key 'n_head' = {self.n_head}: must divide mqar_d = {self.mqar_d}")
+        longest = max(self.mqar_train_ks + self.mqar_eval_ks)
+        if longest > self.mqar_keys:
+            errors.append(f"key 'mqar_keys' = {self.mqar_keys}: fewer keys than the {longest} pairs of mqar_*_ks")
+        if 4 * longest > self.mqar_seq_len + 1:
+            errors.append(f"key 'mqar_seq_len' = {self.mqar_seq_len}: {longest} pairs and their queries need "
+                          f"{4 * longest - 1} tokens")
+        return errors
+
+    def mqar_config(self, d: int, kind: str = "gdn") -> PatternConfig:
+        """An MQAR stack of ``mqar_layers`` layers at width ``d`` on MQAR's own vocabulary, by ``kind``: "gdn" (GDN
+        layers), "no state" (the control: sliding-window layers of window ``mqar_control_window``, which see no pair
+        farther back than that) or "attention" (full causal attention, the positive control)."""
+        from odebook.data.mqar import Vocab
+
+        if kind not in MQAR_KINDS:
+            raise ValueError(f"unknown MQAR stack {kind!r}; allowed: {', '.join(MQAR_KINDS)}")
+        pattern = MQAR_KINDS[kind] * self.mqar_layers
+        return dataclasses.replace(self.model_config(pattern, d_model=d), vocab_size=Vocab(self.mqar_keys).size,
+                                   max_seq_len=self.mqar_seq_len,
+                                   window=self.mqar_control_window if kind == "no state" else self.window)
+
+    def mqar_arms(self) -> dict[str, PatternConfig]:
+        """The MQAR arms by name: a GDN stack at each width of ``mqar_d``, full attention at the largest, and the
+        no-state control at the smallest and the largest."""
+        ends = (self.mqar_d[0], self.mqar_d[-1])
+        return {**{f"gdn d{d}": self.mqar_config(d) for d in self.mqar_d},
+                "attention": self.mqar_config(self.mqar_d[-1], "attention"),
+                **{f"no state d{d}": self.mqar_config(d, "no state") for d in ends}}
+
+    def size_config(self, i: int, series: str) -> PatternConfig:
+        """Ladder size ``i`` in ``series`` (the hybrid's S layer reads the state with no bottleneck)."""
+        return self.model_config(SERIES[series](self.ladder_layers[i]), d_model=self.ladder_d[i],
+                                 local_path="none" if series == "hybrid" else None)
+
+    def runs(self, tok) -> list:
+        """What the study runs (odebook.params.plan, for its budget): the ladder (each size's grid on the tuning
+        seed, then its seeds); the retrieval runs on the curriculum, scored normal and with the state zeroed; the
+        MQAR arms (a GDN stack per width, the no-state control at the smallest and largest, full attention at the
+        largest), each on its grid (every extension it may take) and then every seed — training steps on sequences
+        of ``mqar_seq_len`` tokens (the same cost at every k), the validation passes (every k's sets), and the
+        scoring of every k and the held-out pairs, and of the first queries as drawn and re-bound, normal and with
+        the state zeroed (odebook.study.recall)."""
+        import functools
+
+        from odebook.data import mqar
+        from odebook.params import plan as w
+
+        ladder = [r for s in self.series for i in range(len(self.ladder_d))
+                  for r in w.tuned(self, tok, s, self.size_config(i, s).build)]
+        prompts = functools.partial(w.prompts, tok, self.retrieval_batch_size, self.ks)
+        valid = w.Work(w.evaluations(self.retrieval_steps, self.eval_interval), prompts(max(self.curriculum)),
+                       train=False)
+        bind = (*w.curriculum_work(self, self.retrieval_steps, prompts), valid, *w.scoring_work(self, tok, 2))
+        bound = [w.Runs("gdn", self.size_config(i, "gdn").build, self.n_seeds, bind, part="retrieval")
+                 for i in self.retrieval_sizes]
+        batch = w.mqar_batch(mqar.Vocab(self.mqar_keys), self.mqar_batch_size, min(self.mqar_train_ks),
+                             self.mqar_seq_len, self.mqar_power_a)
+        sets = len(self.mqar_eval_ks) + 1
+        forwards = ((w.evaluations(self.mqar_steps, self.eval_interval) * len(self.mqar_eval_ks) + sets)
+                    * self.mqar_eval_batches + 4 * mqar.SCORING_BATCHES * len(self.mqar_eval_ks))
+        recall = (w.Work(self.mqar_steps, batch), w.Work(forwards, batch, train=False))
+        tried = len(self.mqar_lr_grid) + self.mqar_lr_extensions
+        return ladder + bound + [w.Runs(name.split(" d")[0], arm.build, n, recall, part=part)  # family: gdn, …
+                                 for name, arm in self.mqar_arms().items()
+                                 for n, part in ((tried, "MQAR lr grid"), (self.n_seeds, "MQAR"))]

@@ -53,9 +53,11 @@ FORMULAS = {
 }
 
 
-@pytest.mark.parametrize("name", TIME_INDEXED_MODELS)
+@pytest.mark.parametrize("name", FORMULAS)
 def test_parameter_count_matches_the_formula(name):
-    assert models.count_params(build(name)) == FORMULAS[name]
+    """Each arm's count worked out by hand (a new arm is tested for causality above at once, and here once its
+    formula is written down)."""
+    assert name in arms.ARMS and models.count_params(build(name)) == FORMULAS[name]
 
 
 def test_the_twin_is_the_ti_mlp_from_other_initial_weights():

@@ -100,3 +100,36 @@ def test_the_command_says_what_is_wrong_with_its_folders(two_folders, capsys):
     with pytest.raises(SystemExit):
         compare.main([str(two_folders / "a"), str(two_folders / "empty")])
     assert "no study has a results.json in both" in capsys.readouterr().err
+
+
+def test_what_one_side_lacks_is_listed_and_fails_the_command(two_folders, capsys):
+    """A study in one folder only, a section or a value in one run only: listed, never dropped, and exit 1."""
+    without = copy.deepcopy(RESULTS)
+    del without["summary"]  # a whole section: named once, with its count
+    without["parameters"].pop("seed")
+    c = compare.compare_study(RESULTS, without, "01")
+    assert c.same_verdicts and not c.complete and c.values_only_new == []
+    assert c.values_only_old == ["parameters / seed", "summary"]  # the section's one science value; ms, runs left out
+    extra = changed(**{"summary.ti_mlp": {"test_loss": 1.3, "val_loss": 1.31}})
+    assert compare.compare_study(RESULTS, extra).values_only_new == ["summary / ti_mlp (2 values)"]
+    (two_folders / "c" / "01_gradient_flow").mkdir(parents=True)
+    (two_folders / "c" / "01_gradient_flow" / "results.json").write_text(json.dumps(RESULTS))
+    assert compare.main([str(two_folders / "a"), str(two_folders / "c")]) == 1  # 02 only in a
+    assert f"02_time_indexed: only in {two_folders / 'a'} (not compared)" in capsys.readouterr().out
+    (two_folders / "c" / "01_gradient_flow" / "results.json").write_text(json.dumps(without))
+    assert compare.main([str(two_folders / "c"), str(two_folders / "c")]) == 0
+    assert compare.main([str(two_folders / "a"), str(two_folders / "c")]) == 1
+    assert "values only in the first: summary" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text, what", [
+    ('{"verdicts": [{"claim": "x", "verd', "cannot be read as JSON"),
+    ('[1, 2]', "holds a list, not the object a run writes"),
+    ('{"verdicts": [{"verdict": "held"}]}', "'verdicts' must be a list of objects, each with its 'claim' and 'verdict'"),
+])
+def test_a_damaged_results_file_is_named_in_one_line(two_folders, capsys, text, what):
+    damaged = two_folders / "b" / "01_gradient_flow" / "results.json"
+    damaged.write_text(text)
+    assert compare.main([str(two_folders / "a"), str(two_folders / "b")]) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [f"error: {damaged}: {out[0].split(': ', 2)[2]}"] and what in out[0] and "Traceback" not in out[0]

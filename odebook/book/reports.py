@@ -5,7 +5,10 @@ and the index), leaving out checkpoints and TensorBoard logs and writing paths r
 *stale* when its notebook, its parameter file or the code a study runs (the modules of odebook's science sub-packages it
 imports, ``training.code_hash``: the rule stored runs follow too; not the book's machinery) differ from the ones it ran
 with — the hashes its manifest.json records (``hashes``, written by the runner); ``check`` lists the stale ones with the
-files that changed, never failing for it and writing nothing. The committed results.json files make two tables, so no
+files that changed, never failing for it and writing nothing. ``publish`` records the hash of each report's
+results.json and executed notebook as published (``published``): a report whose files no longer match was *edited
+after its run*, and ``check`` names it; so does a damaged manifest, each report checked whatever the others hold; the
+tables refuse such a report. The committed results.json files make two tables, so no
 number in them is typed by hand, each marking a stale report: ``verdict_table``, every verdict with its effect and
 statistics, is the page beside the reports (reports/<profile>/README.md, ``write_page``); ``summary_table``, each
 study's primary claims and their verdicts, stands in the README between the markers below (a test keeps both equal to
@@ -22,6 +25,7 @@ import argparse
 import hashlib
 import json
 import shutil
+import sys
 from pathlib import Path
 
 from odebook.book import findings
@@ -37,6 +41,8 @@ README_END = "<!-- end of verdicts -->"
 BESIDE = "cpu"  # another profile's tables show each claim's cpu verdict beside its own
 PAGE = "README.md"  # the verdict page in reports/<profile>/ (GitHub shows it below the folder's files)
 NO_HASHES = "no hashes recorded"
+EDITED = "edited after its run"  # a published file whose hash no longer matches the one publish recorded
+DAMAGED = "damaged manifest"
 TEXT_SUFFIXES = (".ipynb", ".html", ".json", ".md", ".csv", ".tex")
 
 
@@ -92,7 +98,22 @@ def publish(root: Path, profile: str) -> Path:
             text = path.read_text(encoding="utf-8")
             text = text.replace(f"{absolute}/outputs/{profile}", f"{REPORTS}/{profile}").replace(f"{absolute}/", "")
             path.write_text(text, encoding="utf-8")
+    for report in _reports(dst):  # what the report holds as published: an edit afterwards shows (``_edited``)
+        manifest = report / "manifest.json"
+        record = json.loads(manifest.read_text(encoding="utf-8"))
+        record["published"] = {f: _sha(report / f) for f in _published_files(report)}
+        manifest.write_text(json.dumps(record, indent=2), encoding="utf-8")
     return dst
+
+
+def _published_files(report: Path) -> list[str]:
+    """The files of a report whose every byte is the run's: its results and its executed notebook."""
+    return ["results.json", f"{report.name}.ipynb"]
+
+
+def _edited(report: Path, recorded: dict) -> list[str]:
+    """The files of ``report`` that differ from what ``publish`` recorded (none where it recorded nothing)."""
+    return sorted(f for f, sha in recorded.items() if _sha(report / f) != sha)
 
 
 def _compare(root: Path, profile: str) -> dict[str, tuple[list[str], list[str]]]:
@@ -100,13 +121,23 @@ def _compare(root: Path, profile: str) -> dict[str, tuple[list[str], list[str]]]
     folder = root / REPORTS / profile
     out = {}
     for report in _reports(folder) if folder.is_dir() else []:
-        recorded = json.loads((report / "manifest.json").read_text()).get("hashes")
-        if not recorded:
-            out[report.name] = ([NO_HASHES], [])
+        try:
+            manifest = json.loads((report / "manifest.json").read_text(encoding="utf-8"))
+            recorded, published = manifest.get("hashes"), manifest.get("published", {})
+            if not isinstance(published, dict) or not isinstance(recorded, (dict, type(None))):
+                raise ValueError("its hashes are not a mapping")
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError) as err:
+            out[report.name] = ([DAMAGED], [f"{report / 'manifest.json'}: {err}"])
             continue
-        now = hashes(root, report.name, profile)
-        parts = [part for part in now if part != "files" and recorded.get(part) != now[part]]
-        out[report.name] = parts, changed_files(recorded, now) if parts else []
+        edited = _edited(report, published)
+        if edited:
+            out[report.name] = ([EDITED], edited)
+        elif not recorded:
+            out[report.name] = ([NO_HASHES], [])
+        else:
+            now = hashes(root, report.name, profile)
+            parts = [part for part in now if part != "files" and recorded.get(part) != now[part]]
+            out[report.name] = parts, changed_files(recorded, now) if parts else []
     return out
 
 
@@ -122,6 +153,8 @@ def check(root: Path, profile: str) -> dict[str, list[str]]:
     found = _compare(root, profile)
     for name, (parts, files) in found.items():
         changed = f"stale — {', '.join(parts)} changed" + (f": {', '.join(files)}" if files else "")
+        if parts in ([EDITED], [DAMAGED]):
+            changed = f"{parts[0]}: {', '.join(files)}"
         print(f"{profile}/{name}: {changed if parts else 'up to date'}")
     if not found:
         print(f"no committed reports under {REPORTS}/{profile}")
@@ -146,7 +179,12 @@ def _studies(root: Path, profile: str, base: str):
     folder; the scale it was measured at; the stale mark) and, for a profile other than cpu, the cpu verdict of each
     claim (None for cpu)."""
     beside = BESIDE if profile != BESIDE else None
-    folder, changed = root / REPORTS / profile, stale(root, profile)
+    folder, changed = root / REPORTS / profile, _compare(root, profile)
+    refused = [f"{name}: {parts[0]} ({', '.join(files)})" for name, (parts, files) in changed.items()
+               if parts in ([EDITED], [DAMAGED])]
+    if refused:
+        raise ValueError(f"{folder}: no table is made from a report that is not its run's: {'; '.join(refused)}")
+    changed = {name: parts for name, (parts, _) in changed.items()}
     for report in _reports(folder) if folder.is_dir() else []:
         verdicts = _verdicts(report)
         scale = findings.study_scale(verdicts)
@@ -237,14 +275,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="cpu")
     parser.add_argument("--root", type=Path, default=Path.cwd())
     args = parser.parse_args(argv)
+    if not args.profile or args.profile != Path(args.profile).name or args.profile.startswith("."):
+        print(f"error: --profile {args.profile!r}: the name of a profile folder (reports/<profile>, params/<profile>), "
+              "not a path", file=sys.stderr)
+        return 2
     if args.action == "publish":
         print(f"published {publish(args.root, args.profile)}")
         update_readme(args.root, args.profile)
     elif args.action == "check":
         check(args.root, args.profile)
     else:
-        print("README's table and the verdict page " + ("rewritten" if update_readme(args.root, args.profile)
-                                                         else "unchanged"))
+        try:
+            print("README's table and the verdict page " + ("rewritten" if update_readme(args.root, args.profile)
+                                                             else "unchanged"))
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -222,3 +222,37 @@ def test_the_readme_table_marks_a_report_whose_code_changed_since_it_ran(tmp_pat
     (root / "notebooks" / "01_x.py").write_text("# # 01 · x\n#\n# **Question.** Does it hold, now?\n")
     assert "<br><sub>⚠ stale: its notebook changed since it ran (`make check-reports PROFILE=cpu` names the " \
         "files); its numbers are those of the older code</sub> | it holds | **held** |" in reports.verdict_table(root)
+
+
+def test_a_report_edited_after_its_run_or_with_a_damaged_manifest_is_named_and_kept_out_of_the_tables(tmp_path,
+                                                                                                        capsys):
+    """publish records each report's results.json and executed notebook as published: a verdict changed by hand
+    there is named by check ("edited after its run") and refused by the table generator in one line; a damaged
+    manifest is named too, and every other report is still checked."""
+    root = _book(tmp_path)
+    shutil.copytree(root / "outputs" / "cpu" / "01_x", root / "outputs" / "cpu" / "02_z")
+    (root / "notebooks" / "02_z.py").write_text("# # 02 · z\n")
+    (root / "params" / "cpu" / "02_z.yaml").write_text("steps: 3\n")
+    manifest = root / "outputs" / "cpu" / "02_z" / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "hashes": reports.hashes(root, "02_z", "cpu")}))
+    reports.publish(root, "cpu")
+    assert reports.stale(root, "cpu") == {"01_x": [], "02_z": []}
+    results = root / reports.REPORTS / "cpu" / "01_x" / "results.json"
+    results.write_text(results.read_text().replace('"verdict": "held"', '"verdict": "not held"'))
+    assert reports.check(root, "cpu") == {"01_x": [reports.EDITED], "02_z": []}
+    assert "cpu/01_x: edited after its run: results.json\ncpu/02_z: up to date" in capsys.readouterr().out
+    assert reports.main(["readme", "--root", str(root)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "01_x: edited after its run (results.json)" in err
+    (root / reports.REPORTS / "cpu" / "02_z" / "manifest.json").write_text('{"hashes": ')  # truncated
+    found = reports.check(root, "cpu")
+    assert found["02_z"] == [reports.DAMAGED] and found["01_x"] == [reports.EDITED]
+    assert "cpu/02_z: damaged manifest: " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("profile", ["../params", "", ".", "cpu/../.."])
+def test_a_profile_that_is_a_path_is_refused_in_one_line(tmp_path, capsys, profile):
+    root = _book(tmp_path)
+    assert reports.main(["check", "--profile", profile, "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the name of a profile folder" in err

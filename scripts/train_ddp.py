@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from odebook.data import corpus as data
+from odebook.params import ParamError
 from odebook.training import distributed
 from odebook import studies
 from odebook.studies import validate_file
@@ -59,7 +60,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--fresh", action="store_true", help="replace a checkpoint of another configuration in <out>")
     args = parser.parse_args(argv)
-    p = validate_file(args.study, args.params or ROOT / "params" / args.profile / f"{args.study}.yaml")
+    try:
+        p = validate_file(args.study, args.params or ROOT / "params" / args.profile / f"{args.study}.yaml")
+    except ParamError as err:  # one message naming the file and each key, before any work: no traceback
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     _refuse_before_any_work(parser, p.batch_size)
 
     device = distributed.init()

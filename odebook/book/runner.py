@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import difflib
 import json
 import logging
 import os
@@ -119,7 +120,9 @@ def validate(book: Book, profile: str, names: list[str], settings: dict[str, Any
         problems += [f"{path}: key {key!r} is set by the runner (outputs/{profile}/{name}); remove it from the file"
                      for key in RUNNER_KEYS if key in ok[name][1]]
     known = set().union(*(p.to_dict() for p, _ in ok.values())) if ok else set()
-    problems += [f"SET: key {k!r} is a parameter of none of {', '.join(ok)}" for k in settings if k not in known]
+    problems += [f"SET: key {k!r} is a parameter of none of {', '.join(ok)}" + "".join(
+        f" (did you mean '{near}'?)" for near in difflib.get_close_matches(k, sorted(known), n=1))
+        for k in settings if k not in known]
     problems += [f"SET: key {k!r} is set by the runner" for k in settings if k in RUNNER_KEYS]
     if problems:
         raise ParamError("\n".join(problems))

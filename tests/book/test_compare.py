@@ -125,7 +125,8 @@ def test_what_one_side_lacks_is_listed_and_fails_the_command(two_folders, capsys
 @pytest.mark.parametrize("text, what", [
     ('{"verdicts": [{"claim": "x", "verd', "cannot be read as JSON"),
     ('[1, 2]', "holds a list, not the object a run writes"),
-    ('{"verdicts": [{"verdict": "held"}]}', "'verdicts' must be a list of objects, each with its 'claim' and 'verdict'"),
+    ('{"verdicts": [{"verdict": "held"}]}',
+     "'verdicts' must be a list of objects, each with its 'claim' and 'verdict'"),
 ])
 def test_a_damaged_results_file_is_named_in_one_line(two_folders, capsys, text, what):
     damaged = two_folders / "b" / "01_gradient_flow" / "results.json"

@@ -170,8 +170,11 @@ def test_set_changes_one_value_for_the_whole_run_and_is_part_of_the_key(book, ca
     capsys.readouterr()
     assert not runner.run_book(book, "smoke")[0].skipped  # the file's own value 7 again
     assert "(profile smoke; set changed since its run of" in capsys.readouterr().out
-    with pytest.raises(runner.ParamError, match="SET: key 'stepz' is a parameter of none of 93_cached"):
+    with pytest.raises(runner.ParamError, match="SET: key 'stepz' is a parameter of none of 93_cached$"):
         runner.run_book(book, "smoke", settings={"stepz": 3})
+    with pytest.raises(runner.ParamError, match="SET: key 'valeu' is a parameter of none of 93_cached "
+                                                r"\(did you mean 'value'\?\)"):  # issue 71
+        runner.run_book(book, "smoke", settings={"valeu": 3})
     with pytest.raises(runner.ParamError, match=r"SET: 'steps' is not key=value"):
         runner.parse_settings("steps")
     with pytest.raises(runner.ParamError, match=r"93_cached.yaml with SET: invalid parameters (.|\n)*key 'value' = -1"):

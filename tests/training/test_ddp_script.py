@@ -61,3 +61,15 @@ def test_the_script_says_in_one_line_to_run_under_torchrun_and_when_the_batch_do
     assert damaged.returncode == 2 and damaged.stderr.strip().splitlines()[-1] == (
         f"train_ddp.py: error: checkpoint {out / 'checkpoint.pt'} has no odebook content hash (written by another "
         "program or an older odebook); use another --out, or --fresh to replace it")
+
+
+def test_a_wrong_parameter_file_or_profile_is_one_message_not_a_traceback(root, tmp_path):
+    """A ParamError traceback before (issue 71); now the one message that names the file and the key, exit 2."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steps: -3\n")
+    done = _script(root, {}, "--params", str(bad))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"error: {bad}: invalid parameters for 01_gradient_flow")
+    assert "key 'steps'" in done.stderr
+    missing = _script(root, {}, "--profile", "nowhere")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr and "nowhere" in missing.stderr

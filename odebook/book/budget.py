@@ -99,6 +99,7 @@ class Budget:
     defaults: bool = True  # the run is the notebook's own (t4) parameters: only then does the cpu profile help
     factor: float = 1.0  # measured over estimated time of this study's earlier runs on this processor (``calibrated``)
     calibrations: int = 0  # how many runs the factor comes from
+    implausible: int = 0  # recorded ratios left out as no calibration (odebook.book.calibration.PLAUSIBLE)
 
     def seeds_within(self, seconds: float) -> int:
         """How many seeds the study can run within ``seconds`` here, its other parts as they are."""
@@ -118,6 +119,7 @@ class Budget:
         fits = "fits" if self.peak_bytes < T4_MEMORY else "does NOT fit"
         how = (f"calibrated by {self.calibrations} earlier run{'s' * (self.calibrations > 1)} here"
                if self.calibrations else "not yet calibrated on this processor")
+        how += f"; {self.implausible} implausible ratio{'s' * (self.implausible > 1)} left out" * bool(self.implausible)
         text = (f"budget {self.study}: ≈ {_duration(self.here)} here ({self.device}; {how}), "
                 f"{self.flops / 1e12:,.1f} "
                 f"TFLOP; peak memory {self.peak_bytes / 1e9:.2f} GB ({self.largest}); on a T4 ≈ "

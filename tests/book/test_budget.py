@@ -3,6 +3,7 @@ a person reads, and the estimate against the measured time of the runs it estima
 
 import collections
 import dataclasses
+import json
 import itertools
 import os
 from pathlib import Path
@@ -145,6 +146,27 @@ def test_the_estimate_is_calibrated_by_the_studys_earlier_runs_on_this_processor
     assert budget.calibrated(other, tmp_path) == other
     (tmp_path / budget.CALIBRATION).write_text("{not json")
     assert budget.calibrated(b, tmp_path) == b  # a damaged record is started again, not an error
+
+
+def test_an_implausible_ratio_is_no_calibration_and_a_record_of_another_shape_is_started_again(tmp_path):
+    """A measured/estimated ratio of 231 made "≈ 6418.8 h here" (issue 71): outside calibration.PLAUSIBLE a ratio is
+    not recorded, one already there is left out of the factor and the line says so; valid JSON of another shape (a
+    list, a study's ratios as text) is started again by the next record instead of stopping it."""
+    from odebook.book import calibration, processor
+
+    b = budget.Budget("01_gradient_flow", 100, 1e9, 10**9, "baseline, 1M parameters", "cpu", seed_seconds=10,
+                      n_seeds=3)
+    budget.record(tmp_path, b, 100 * 231)  # not kept
+    assert budget.calibrated(b, tmp_path) == b
+    calibration.keep(tmp_path / budget.CALIBRATION, {processor.describe(): {b.study: [231.0, 2.0, 3.0]}})
+    made = budget.calibrated(b, tmp_path)
+    assert (made.factor, made.calibrations, made.implausible) == (2.5, 2, 1)
+    assert "calibrated by 2 earlier runs here; 1 implausible ratio left out" in made.line()
+    for shape in ([1, 2], {processor.describe(): {b.study: "2.0"}}, {"x": [1.0]}):
+        (tmp_path / budget.CALIBRATION).write_text(json.dumps(shape))
+        assert budget.calibrated(b, tmp_path) == b
+        budget.record(tmp_path, b, 250)
+        assert budget.calibrated(b, tmp_path).factor == 2.5
 
 
 def test_the_notebook_prints_the_runners_estimate_instead_of_making_it_again(monkeypatch):

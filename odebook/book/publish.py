@@ -2,8 +2,9 @@
 by one atomic exchange only after the notebook ran to its last cell.
 
 ``run_lock`` takes ``outputs/<profile>/.<notebook>.lock`` (an flock; the file says which process holds it and since
-when): a second run is refused with "already running (pid …, since …)" before it touches anything. ``stage`` makes a
-folder no other run shares. ``unfinished`` says whether an executed notebook stopped before its last code cell (such a
+when): a second run is refused with "already running (pid …, since …)" before it touches anything; the one that takes
+it removes a dead run's staging folders (a killed process leaves its own), whether the notebook then runs or is
+skipped as unchanged. ``stage`` makes a folder no other run shares. ``unfinished`` says whether an executed notebook stopped before its last code cell (such a
 run is never "ok"). ``relabel`` rewrites the staging folder's path to the published one in the notebook and in
 results.json. ``exchange`` swaps the staging folder with the published one in one rename (``renameat2``), so a reader
 sees either the old outputs or the new, never a half.
@@ -53,6 +54,8 @@ def run_lock(folder: Path, name: str) -> Iterator[Path]:
     since = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"pid {os.getpid()}, since {since}".encode(), 0)
+    for dead in folder.glob(f".{name}.running-*"):  # under the lock, no other run's: a killed run's leftovers
+        shutil.rmtree(dead, ignore_errors=True)
     try:
         yield path
     finally:
@@ -70,10 +73,7 @@ def _same_file(fd: int, path: Path) -> bool:
 def stage(folder: Path, name: str) -> Path:
     """A new, empty staging folder ``folder/.<name>.running-<unique>`` that no other run shares, readable as the
     user's umask says (as the rest of the checkout; mkdtemp's is the owner's alone, and it became the published
-    folder). Called under the notebook's ``run_lock``: any other staging folder of ``name`` is a dead run's (a
-    killed process leaves its own), and goes."""
-    for dead in folder.glob(f".{name}.running-*"):
-        shutil.rmtree(dead, ignore_errors=True)
+    folder). Called under the notebook's ``run_lock``, which removed a dead run's staging folders."""
     path = Path(tempfile.mkdtemp(prefix=f".{name}.running-", dir=folder))
     umask = os.umask(0)
     os.umask(umask)

@@ -243,3 +243,6 @@ def test_a_dead_runs_staging_folder_goes_with_the_next_run_and_outputs_are_reada
         os.umask(umask)
     assert result.ok and not dead.exists() and other.exists()
     assert (out / "90_ok").stat().st_mode & 0o777 == 0o755
+    (dead / "figures").mkdir(parents=True)  # killed again; the next run finds the notebook unchanged (issue 71)
+    [skipped] = runner.run_book(book, "smoke", ["90_ok"])
+    assert skipped.skipped and not dead.exists() and other.exists()

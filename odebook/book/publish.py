@@ -2,12 +2,12 @@
 by one atomic exchange only after the notebook ran to its last cell.
 
 ``run_lock`` takes ``outputs/<profile>/.<notebook>.lock`` (an flock; the file says which process holds it and since
-when): a second run is refused with "already running (pid …, since …)" before it touches anything; the one that takes
-it removes a dead run's staging folders (a killed process leaves its own), whether the notebook then runs or is
-skipped as unchanged. ``stage`` makes a folder no other run shares. ``unfinished`` says whether an executed notebook stopped before its last code cell (such a
-run is never "ok"). ``relabel`` rewrites the staging folder's path to the published one in the notebook and in
-results.json. ``exchange`` swaps the staging folder with the published one in one rename (``renameat2``), so a reader
-sees either the old outputs or the new, never a half.
+when): a second run is refused with "already running (pid …, since …)" before it touches anything; the one that takes it
+removes a dead run's staging folders (a killed process leaves its own), whether the notebook then runs or is skipped as
+unchanged. ``stage`` makes a folder no other run shares. ``unfinished`` says whether an executed notebook stopped before
+its last code cell (such a run is never "ok"). ``relabel`` rewrites the staging folder's path to the published one in
+the notebook and in results.json. ``exchange`` swaps the staging folder with the published one in one rename
+(``renameat2``), so a reader sees either the old outputs or the new, never a half.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from odebook.book import findings
+from odebook.params import profile_chain
 from odebook.study.stats import outcome_word
 
 FIGURE_ORDER = "order.txt"  # figures/order.txt: a study's figures in the order it saved them, its key figure first
@@ -142,9 +143,11 @@ def write_index(out_root: Path, notebooks: list[Path], profile: str) -> Path:
     """Write ``out_root``/index.html for ``notebooks`` (their .py files) run with ``profile``."""
     out_root.mkdir(parents=True, exist_ok=True)
     cards = "\n".join(_card(out_root, nb, profile) for nb in notebooks)
+    files = [nb.parent.parent / "params" / profile / f"{nb.stem}.yaml" for nb in notebooks]  # their base: chains
+    bases = [f.parent.name for path in files if path.is_file() for f in profile_chain(path)[1]]
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>odebook — {html.escape(profile)}</title>"
             f"<style>{STYLE}</style></head><body><h1>odebook — profile <code>{html.escape(profile)}</code></h1>"
-            f"<p class='banner'>{html.escape(profile_note(profile))}</p>\n{cards}\n</body></html>")
+            f"<p class='banner'>{html.escape(profile_note(profile, bases))}</p>\n{cards}\n</body></html>")
     path = out_root / "index.html"
     path.write_text(page, encoding="utf-8")
     return path

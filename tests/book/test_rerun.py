@@ -194,6 +194,9 @@ def test_a_profile_built_on_another_reads_its_base_under_its_own_values_and_keep
     assert manifest["parameters"]["data_file"].endswith("corpus.txt")  # the base's value
     assert "Profile mine: parameters from params/mine/, built on smoke. Smoke profile:" in \
         (out / "93_cached.ipynb").read_text()
+    front = (book.outputs / "mine" / "index.html").read_text()  # its banner kept smoke's warning too (issue 71)
+    assert "Profile mine: parameters from params/mine/, built on smoke. Smoke profile:" in front
+    assert "no verdict here counts" in front
     smoke = book.params / "smoke" / "93_cached.yaml"
     smoke.write_text(smoke.read_text() + "# edited\n")
     assert not runner.run_book(book, "mine")[0].skipped  # its base changed

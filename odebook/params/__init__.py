@@ -32,7 +32,8 @@ def profile_chain(path: str | Path) -> tuple[dict[str, Any], list[Path]]:
     while "base" in values:
         base = values.pop("base")
         found = files[0].parent.parent / str(base) / files[0].name
-        if not isinstance(base, str) or not base or "/" in base or found in files or not found.is_file():
+        if not isinstance(base, str) or not base or "/" in base or base.startswith(".") or found in files \
+                or not found.is_file():
             raise ParamError(f"{files[-1]}: key 'base' = {base!r}: the name of another profile folder beside "
                              f"{files[0].parent.name} holding {files[0].name}, not one already read "
                              f"({', '.join(f.parent.name for f in files)})")
@@ -48,6 +49,8 @@ def parse_settings(text: str) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ParamError(f"SET: {item!r} is not key=value (e.g. SET=\"steps=40 n_seeds=2\")")
+        if key in settings:
+            raise ParamError(f"SET: key {key!r} is given twice ({key}={settings[key]!r} and {item!r}); give it once")
         try:
             settings[key] = yaml.safe_load(value) if value else ""
         except yaml.YAMLError as err:

@@ -1,14 +1,14 @@
 """Where a study may write: the one rule for every folder parameter it writes into (``spec(path="writes")``): not
-the file system's root or a system folder, not the checkout's own root or source folders."""
+the file system's root or a system folder, and inside the checkout only under its outputs/ (the rest is the book's
+source: tracked files, docs, a virtual environment)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["SYSTEM_FOLDERS", "SOURCE_FOLDERS", "checkout_root", "written_folder_problem"]
+__all__ = ["SYSTEM_FOLDERS", "checkout_root", "written_folder_problem"]
 
 SYSTEM_FOLDERS = ("bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "proc", "run", "sbin", "sys", "usr")
-SOURCE_FOLDERS = (".ci", ".git", "benchmarks", "notebooks", "odebook", "params", "reports", "scripts", "tests")
 
 
 def checkout_root() -> Path | None:
@@ -18,12 +18,12 @@ def checkout_root() -> Path | None:
 
 
 def written_folder_problem(folder: Path) -> str | None:
-    """Why a study may not write into ``folder`` (resolved): the file system's root or a system folder, or the
-    checkout's own root or source folders (its outputs/ or a folder of one's own beside them are fine)."""
+    """Why a study may not write into ``folder`` (resolved): the file system's root or a system folder, or a folder of
+    the checkout other than its outputs/ (outputs/ and a folder outside the checkout are fine)."""
     if folder == Path(folder.anchor) or folder.parts[1] in SYSTEM_FOLDERS:
         return f"a system folder; give a folder of your own (e.g. under {Path.home()} or /tmp)"
     root = checkout_root()
-    if root is not None and (folder == root or any(folder.is_relative_to(root / name) for name in SOURCE_FOLDERS)):
-        return (f"inside the checkout's source ({root}); give a folder under {root / 'outputs'} or outside the "
-                "checkout")
+    if root is not None and folder.is_relative_to(root) and not folder.is_relative_to(root / "outputs"):
+        return (f"inside the checkout ({root}) but not under its outputs/; give a folder under {root / 'outputs'} or "
+                "outside the checkout")
     return None

@@ -12,10 +12,25 @@ from pathlib import Path
 
 from odebook.params.schema import yaml_mapping
 
-__all__ = ["PAPERMILL_FILE_OPTIONS", "check_papermill_files"]
+__all__ = ["PAPERMILL_FILE_OPTIONS", "file_options", "check_papermill_files"]
 
 PAPERMILL_FILE_OPTIONS = {"-f": "file", "--parameters_file": "file", "-y": "yaml", "--parameters_yaml": "yaml",
                           "-b": "base64", "--parameters_base64": "base64"}
+
+
+def file_options(argv: list[str]) -> list[tuple[str, str]]:
+    """The (option, value) pairs of ``PAPERMILL_FILE_OPTIONS`` in a papermill command line, in every spelling its
+    parser (click) accepts: ``-f F``, ``-fF``, ``--parameters_file F`` and ``--parameters_file=F``."""
+    found, args = [], iter(argv)
+    for arg in args:
+        name, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if eq and name in PAPERMILL_FILE_OPTIONS:
+            found.append((name, value))
+        elif arg in PAPERMILL_FILE_OPTIONS:
+            found.append((arg, next(args, "")))
+        elif not arg.startswith("--") and arg[:2] in PAPERMILL_FILE_OPTIONS and len(arg) > 2:
+            found.append((arg[:2], arg[2:]))
+    return found
 
 
 def check_papermill_files(pid: int | None = None) -> None:
@@ -34,8 +49,8 @@ def check_papermill_files(pid: int | None = None) -> None:
     folders = [Path(environ.get("PWD", "/")), (proc / "cwd").resolve()]
     if not any("papermill" in arg for arg in argv[:3]):
         return
-    for option, value in zip(argv, argv[1:]):
-        kind = PAPERMILL_FILE_OPTIONS.get(option)
+    for option, value in file_options(argv):
+        kind = PAPERMILL_FILE_OPTIONS[option]
         if kind == "file":
             found = [path for path in (folder / Path(value).expanduser() for folder in folders) if path.is_file()]
             text = found[0].read_bytes() if found else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -93,6 +94,7 @@ def _coerce(value: Any, tp: Any) -> Any:
     raise TypeError(f"unsupported parameter type {tp!r}")
 
 
+SLURM_NAME = re.compile(r"[A-Za-z0-9_.\-]*(,[A-Za-z0-9_.\-]+)*")  # a partition, or a list of them
 SLURM_ONLY = ("slurm_partition", "slurm_gpus_per_job", "slurm_array_parallelism")
 EXECUTOR_KEYS = ("executor_folder", "slurm_time_min", *SLURM_ONLY)  # what submitit alone reads
 
@@ -235,6 +237,9 @@ class Params:
         problem = looks_problem(self.looks, self.n_seeds)
         if problem:
             errors.append(f"key 'looks' = {list(self.looks)}: {problem}")
+        if not SLURM_NAME.fullmatch(self.slurm_partition):  # it reaches the batch script sbatch reads, verbatim
+            errors.append(f"key 'slurm_partition' = {self.slurm_partition!r}: a SLURM partition name (letters, digits, "
+                          "'_', '-', '.', ',' between names; no whitespace, quotes or newlines)")
         if self.device == "cuda":
             import torch
 

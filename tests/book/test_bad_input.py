@@ -303,13 +303,22 @@ def test_papermills_command_line_is_read_by_the_strict_rules(tmp_path, monkeypat
     (fake / "cwd").symlink_to(tmp_path)
     (fake / "environ").write_bytes(b"PWD=/nowhere\0")
     (tmp_path / "ok.yaml").write_text("steps: 3\n")
+    (tmp_path / "twice.yaml").write_text("steps: 3\nsteps: 5\n")
     real = Path
     monkeypatch.setattr("odebook.params.papermill_cli.Path",
                         lambda p, *a: fake if str(p).startswith("/proc/") else real(p, *a))
     for argv, says in [(["papermill", "a.ipynb", "b.ipynb", "-f", "ok.yaml"], None),
                        (["papermill", "a", "b", "-y", "lr: 1\nlr: 2\n"], "papermill -y: not valid YAML"),
                        (["python", "-m", "papermill", "a", "b", "-b", "bHI6IDEKbHI6IDIK"], "papermill -b: not valid"),
-                       (["jupyter", "lab", "-f", "missing.yaml"], None)]:
+                       (["jupyter", "lab", "-f", "missing.yaml"], None),
+                       # every spelling papermill's parser accepts (issue 71: these ran with the last value)
+                       (["papermill", "a", "b", "--parameters_file=twice.yaml"], "papermill --parameters_file "
+                                                                                 "twice.yaml: not valid YAML"),
+                       (["papermill", "a", "b", "--parameters_file", "twice.yaml"], "not valid YAML"),
+                       (["papermill", "a", "b", "-ftwice.yaml"], "papermill -f twice.yaml: not valid YAML"),
+                       (["papermill", "a", "b", "--parameters_yaml=lr: 1\nlr: 2\n"], "papermill --parameters_yaml: "),
+                       (["papermill", "a", "b", "-ylr: 1\nlr: 2\n"], "papermill -y: not valid YAML"),
+                       (["papermill", "a", "b", "--parameters_base64=bHI6IDEKbHI6IDIK"], "papermill --parameters_b")]:
         (fake / "cmdline").write_bytes("\0".join(argv).encode() + b"\0")
         if says is None:
             check_papermill_files(1)

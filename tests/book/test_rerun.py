@@ -177,6 +177,8 @@ def test_set_changes_one_value_for_the_whole_run_and_is_part_of_the_key(book, ca
         runner.run_book(book, "smoke", settings={"valeu": 3})
     with pytest.raises(runner.ParamError, match=r"SET: 'steps' is not key=value"):
         runner.parse_settings("steps")
+    with pytest.raises(runner.ParamError, match=r"SET: key 'steps' is given twice \(steps=14 and 'steps=16'\)"):
+        runner.parse_settings("steps=14 steps=16")  # ran with 16 (issue 71)
     with pytest.raises(runner.ParamError, match=r"93_cached.yaml with SET: invalid parameters (.|\n)*key 'value' = -1"):
         runner.run_book(book, "smoke", settings={"value": -1})
 
@@ -203,3 +205,8 @@ def test_a_profile_built_on_another_reads_its_base_under_its_own_values_and_keep
     (mine / "93_cached.yaml").write_text("base: mine\nvalue: 3\n")
     with pytest.raises(runner.ParamError, match=r"key 'base' = 'mine': the name of another profile folder"):
         runner.run_book(book, "mine")
+    (book.params / "93_cached.yaml").write_text("value: 4\n")  # a file at the top of params/, not a profile's
+    for base in ("..", "."):  # '..' read params/93_cached.yaml as if it were a profile (issue 71)
+        (mine / "93_cached.yaml").write_text(f"base: '{base}'\nvalue: 3\n")
+        with pytest.raises(runner.ParamError, match=rf"key 'base' = '\{base}': the name of another profile folder"):
+            runner.run_book(book, "mine")

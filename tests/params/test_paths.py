@@ -58,7 +58,9 @@ def test_a_corpus_that_is_not_a_regular_file_is_called_so(tmp_path, kind):
 @pytest.mark.parametrize("key", ["output_dir", "executor_folder", "checkpoint_dir"])
 def test_a_folder_the_study_writes_may_not_be_the_checkouts_source_or_a_system_folder(root, tmp_path, key):
     study = STUDIES["01_gradient_flow"]
-    for folder, says in [(root / "notebooks" / "jobs", "inside the checkout's source"), (root, "inside the checkout"),
+    inside = "inside the checkout"
+    for folder, says in [(root / "notebooks" / "jobs", inside), (root, inside), (root / "docs" / "jobs", inside),
+                         (root / "my_jobs", inside), (root / ".venv" / "x", inside),  # all but outputs/ (issue 71)
                          (Path("/etc"), "a system folder"), (Path("/"), "a system folder"),
                          (Path("/usr/local/x"), "a system folder")]:
         with pytest.raises(ParamError) as err:
@@ -84,3 +86,22 @@ def test_executor_keys_that_cannot_apply_here_are_named_in_one_warning(monkeypat
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/sbatch")
     assert submitit.ignored_keys() == ""
     assert study.from_mapping(_smoke("01_gradient_flow"), source="x.yaml").ignored_keys() == ""
+
+
+def test_a_slurm_partition_is_a_name_before_it_reaches_the_batch_script():
+    """A partition reaches the script submitit hands to sbatch verbatim: "debug\\n#SBATCH --comment=x\\ntouch f" passed
+    validation and wrote an #SBATCH line and a command (issue 71). Now only a SLURM name (or a comma list) passes, and
+    it is one #SBATCH line of the script submitit writes."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    study = STUDIES["01_gradient_flow"]
+    for bad in ("debug\n#SBATCH --comment=injected\ntouch /tmp/x", "gpu debug", "'gpu'", "gpu;rm", "gpu,", "$(id)"):
+        with pytest.raises(ParamError, match=r"key 'slurm_partition' = .*: a SLURM partition name"):
+            study.from_mapping({**_smoke("01_gradient_flow"), "slurm_partition": bad}, source="x.yaml")
+    plain = _make_sbatch_string(command="python job.py", folder="/tmp/jobs").splitlines()
+    for good in ("", "gpu", "gpu,debug", "a100-80g.short"):
+        p = study.from_mapping({**_smoke("01_gradient_flow"), "slurm_partition": good}, source="x.yaml")
+        script = _make_sbatch_string(command="python job.py", folder="/tmp/jobs", partition=p.slurm_partition or None)
+        added = [line for line in script.splitlines() if line not in plain]
+        assert added == ([f"#SBATCH --partition={good}"] if good else []) and len(script.splitlines()) == len(
+            plain) + bool(good)

@@ -76,12 +76,12 @@
 #
 # **Departures from the source.** The source's depth (6 layers, 2 replaced) cannot be tested with a task learnable in
 # the budget (the pilots above): both profiles use 2 layers with layer 1 replaced — half the stack, where the source
-# replaced a third — at d 64 (cpu) and the source's d 256 (t4). The source built its blocks and its vector field
-# with dropout 0.1; the book trains without dropout, because the field must be a deterministic function of (t, H)
-# for the adjoint, adaptive and reversible solves of study 05. The control u is zero throughout (the task gives it
-# nothing to carry), so the source's control check is not repeated. The source's gradient test (no norm < 1e-6 or
-# > 100) could not fire on the high side because it computed the norms *after* clipping them to 1.0; here norms are
-# recorded before clipping, relative to the baseline's, as description. The scale is printed beside every verdict.
+# replaced a third — at d 64 (cpu) and the source's d 256 (t4). The source built its blocks and its vector field with
+# dropout 0.1; the book trains without dropout, because the field must be a deterministic function of (t, H) for the
+# adjoint, adaptive and reversible solves of study 05. The control u is zero throughout (the task gives it nothing to
+# carry), so the source's control check is not repeated. The source's gradient test (no norm below 1e-6 or above 100)
+# could not fire on the high side because it computed the norms *after* clipping them to 1.0; here norms are recorded
+# before clipping, relative to the baseline's, as description. The scale is printed beside every verdict.
 
 # %% tags=["colab"]
 # Run this cell first: in a checkout it imports the checkout's own odebook; elsewhere (Colab) it installs odebook

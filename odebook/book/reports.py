@@ -92,18 +92,29 @@ def publish(root: Path, profile: str) -> Path:
     for folder in _reports(src):
         shutil.copytree(folder, dst / folder.name, ignore=shutil.ignore_patterns(*LEFT_OUT))
     shutil.copy2(src / "index.html", dst / "index.html")
-    absolute = str(root.resolve())
-    for path in dst.rglob("*"):
-        if path.suffix in TEXT_SUFFIXES:
-            text = path.read_text(encoding="utf-8")
-            text = text.replace(f"{absolute}/outputs/{profile}", f"{REPORTS}/{profile}").replace(f"{absolute}/", "")
-            path.write_text(text, encoding="utf-8")
+    for report in [dst, *_reports(dst)]:  # the book's paths, and each run's where it ran in another checkout
+        roots = {str(root.resolve()), *_run_root(report / "manifest.json")}
+        for path in report.rglob("*") if report != dst else [dst / "index.html"]:
+            if path.suffix in TEXT_SUFFIXES:
+                text = path.read_text(encoding="utf-8")
+                for absolute in sorted(roots, key=len, reverse=True):
+                    text = text.replace(f"{absolute}/outputs/{profile}", f"{REPORTS}/{profile}")
+                    text = text.replace(f"{absolute}/", "")
+                path.write_text(text, encoding="utf-8")
     for report in _reports(dst):  # what the report holds as published: an edit afterwards shows (``_edited``)
         manifest = report / "manifest.json"
         record = json.loads(manifest.read_text(encoding="utf-8"))
         record["published"] = {f: _sha(report / f) for f in _published_files(report)}
         manifest.write_text(json.dumps(record, indent=2), encoding="utf-8")
     return dst
+
+
+def _run_root(manifest: Path) -> list[str]:
+    """The checkout a report ran in (its manifest's parameter file is <root>/params/<profile>/<notebook>.yaml)."""
+    try:
+        return [str(Path(json.loads(manifest.read_text(encoding="utf-8"))["parameter_file"]).parents[2])]
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return []
 
 
 def _published_files(report: Path) -> list[str]:

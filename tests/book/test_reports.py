@@ -256,3 +256,19 @@ def test_a_profile_that_is_a_path_is_refused_in_one_line(tmp_path, capsys, profi
     assert reports.main(["check", "--profile", profile, "--root", str(root)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the name of a profile folder" in err
+
+
+def test_a_report_made_in_another_checkout_carries_no_path_of_that_machine(tmp_path):
+    """A re-make from a worktree (/tmp/remake) published from the checkout printed the worktree's absolute paths in
+    the committed report (issue 72): publish rewrites those of the checkout the run names as well as its own."""
+    root = _book(tmp_path)
+    run = root / "outputs" / "cpu" / "01_x"
+    elsewhere = "/tmp/remake-elsewhere"
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**manifest, "parameter_file": f"{elsewhere}/params/cpu/01_x.yaml"}))
+    (run / "01_x.ipynb").write_text(json.dumps({"out": f"outputs: {elsewhere}/outputs/cpu/01_x",
+                                                "data": f"{elsewhere}/data/corpus.txt"}))
+    dst = reports.publish(root, "cpu")
+    assert json.loads((dst / "01_x" / "01_x.ipynb").read_text()) == {"out": "outputs: reports/cpu/01_x",
+                                                                      "data": "data/corpus.txt"}
+    assert not any(elsewhere in p.read_text() for p in dst.rglob("*") if p.suffix in reports.TEXT_SUFFIXES)

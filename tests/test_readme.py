@@ -42,6 +42,8 @@ COMMANDS = {
                                       expect=("outputs/smoke/01_gradient_flow/results.json",)),
     "make run-all ODEBOOK_DATA=../shared/data": How(env=SHORT, data="none",
                                                      expect=("outputs/smoke/01_gradient_flow/results.json",)),
+    "make run-all PROFILE=smoke ODEBOOK_DATA=../shared/data": How(env={"NOTEBOOKS": "01_gradient_flow"}, data="none",
+                                                                   expect=("outputs/smoke/01_gradient_flow/results.json",)),
     "make check-reports": How(),
     "make lint": How(),
     "make test": How(env={"PYTEST_ADDOPTS": "--collect-only -q"}),

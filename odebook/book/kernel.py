@@ -6,6 +6,10 @@ itself writes to its stderr — ipykernel's log, a library's message at start-up
 ``log_to`` names for the notebook being run. On Ctrl-C the kernel is interrupted and shut down at once, and ipykernel
 then logs an error of its own as it replies on a socket its shutdown already closed: on the console that read as if
 the book had failed; in the log it is one more line of a run that was interrupted.
+
+``progress`` shows what the kernel's training loops report (odebook.training.train, ``PROGRESS_ENV``), in the kernel or
+in its worker processes: on a terminal, the latest report after the notebook's console line, rewritten every few
+seconds; in a log (``ODEBOOK_PROGRESS=1``), each new report on a line of its own; elsewhere (CI) nothing.
 """
 
 from __future__ import annotations
@@ -16,18 +20,22 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
+from typing import TextIO
 from pathlib import Path
 from unittest import mock
 
 from odebook.book.profile import MACHINE_SETTINGS, PROFILE_ENV
 from odebook.params.cell import cell_groups
 from odebook.training.runtime import ALLOCATOR_ENV
+from odebook.training.train import PROGRESS_ENV
 
-__all__ = ["KERNEL_NAME", "LOG_ENV", "for_this_python", "log_to", "KnownSettingsPassed"]
+__all__ = ["KERNEL_NAME", "LOG_ENV", "SHOW_ENV", "for_this_python", "log_to", "progress", "KnownSettingsPassed"]
 
 KERNEL_NAME = "odebook-runner"
 LOG_ENV = "ODEBOOK_KERNEL_LOG"  # where a kernel started now appends its stderr
+SHOW_ENV = "ODEBOOK_PROGRESS"  # "1": show progress where the console is no terminal (a log); "0": nowhere
 # The kernel's stderr appended to $ODEBOOK_KERNEL_LOG; exec keeps the pid, so Jupyter's interrupt reaches Python.
 _LAUNCH = 'exec "$0" -m ipykernel_launcher -f "$1" --log-level=ERROR 2>>"${%s:-/dev/null}"' % LOG_ENV
 
@@ -60,6 +68,49 @@ def log_to(path: Path) -> Iterator[Path]:
         finally:
             if path.is_file() and not path.stat().st_size:
                 path.unlink()
+
+
+@contextlib.contextmanager
+def progress(folder: Path, out: TextIO | None = None, every: float = 5.0) -> Iterator[None]:
+    """Kernels started inside report their training's progress to ``folder``/progress.log; the latest report is shown
+    on ``out`` (the console) every ``every`` seconds while the block runs (module docstring). The file goes at the
+    end."""
+    out, path = out or sys.stdout, folder / "progress.log"
+    terminal = out.isatty() and os.environ.get(SHOW_ENV) != "0"
+    stop, shown = threading.Event(), [""]
+
+    def follow() -> None:
+        while not stop.wait(every):
+            latest = _last_line(path)
+            if latest and latest != shown[0]:
+                out.write(("\x1b7" if not shown[0] else "\x1b8\x1b[K") + latest if terminal else f"\n    {latest}")
+                out.flush()
+                shown[0] = latest
+
+    follower = threading.Thread(target=follow, daemon=True) if terminal or os.environ.get(SHOW_ENV) == "1" else None
+    with mock.patch.dict(os.environ, {PROGRESS_ENV: str(path)}):
+        try:
+            if follower:
+                follower.start()
+            yield
+        finally:
+            stop.set()
+            if follower:
+                follower.join()
+                out.write(("\x1b8\x1b[K" if terminal else "\n    ") if shown[0] else "")  # the result follows here
+                out.flush()
+            path.unlink(missing_ok=True)
+
+
+def _last_line(path: Path) -> str:
+    """The last whole line of ``path`` ('' where there is none yet)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
 
 
 class KnownSettingsPassed(logging.Filter):

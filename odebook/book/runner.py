@@ -169,8 +169,8 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
     chain = [f.parent.name for f in profile_chain(book.params / profile / f"{name}.yaml")[1]]
     nb.cells.insert(1, nbformat.v4.new_markdown_cell(f"> **{index.profile_note(profile, chain)}**"))
     try:
-        # the kernel's own messages (odebook.book.kernel); its threads' waiting chosen for the machine now
-        with kernel.log_to(stage / "kernel.log"), wait_policy.chosen() as waiting:
+        # the kernel's own messages and progress (odebook.book.kernel); its threads' waiting chosen for the machine
+        with kernel.log_to(stage / "kernel.log"), kernel.progress(stage), wait_policy.chosen() as waiting:
             papermill.execute_notebook(nb, str(ipynb), parameters={
                 "checkpoint_dir": str(checkpoints.resolve()), **overrides, "output_dir": str(stage.resolve()),
                 **({"fresh": True} if fresh else {})}, kernel_name=kernel_name, language="python",

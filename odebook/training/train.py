@@ -9,11 +9,16 @@ keeping the metrics recorded so far on the exception; opt-in TensorBoard logs of
 ``checkpoint_interval`` steps that a re-run resumes from bit for bit (``odebook.training.checkpoint``); and
 data-parallel training when ``torch.distributed`` is initialised (``odebook.training.distributed``): each rank takes its
 rows of the same global batch, DistributedDataParallel averages the gradients, rank 0 evaluates and writes checkpoints.
+Where ``$ODEBOOK_PROGRESS_FILE`` names a file (the runner sets it, odebook.book.kernel), the loop appends a line there
+every ``PROGRESS_EVERY`` seconds and at its last step — the run, its step of its steps, the time taken and the time
+left at the rate so far — whatever process it runs in; the cost is a clock read a step and a short write every few
+seconds.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,7 +33,11 @@ from odebook.training import distributed
 from odebook.models.lm import lm_loss
 from odebook.training.runtime import Precision, synchronize
 
-__all__ = ["TrainConfig", "History", "DivergenceError", "train", "evaluate", "grad_norm"]
+__all__ = ["TrainConfig", "History", "DivergenceError", "train", "evaluate", "grad_norm", "PROGRESS_ENV",
+           "PROGRESS_EVERY"]
+
+PROGRESS_ENV = "ODEBOOK_PROGRESS_FILE"  # where a run reports its progress, if anywhere
+PROGRESS_EVERY = 2.0  # seconds between two reports of one run
 
 LossFn = Callable[[nn.Module, object], torch.Tensor]
 
@@ -190,6 +199,25 @@ def _divergence_causes(model: nn.Module, *, updated: bool) -> str:
             f"|values| now: {values}.")
 
 
+def _reporter(desc: str, start: int, steps: int) -> Callable[[int], None]:
+    """What reports a run's progress to ``$PROGRESS_ENV``'s file (a no-op where it is unset, and off the main rank)."""
+    path = os.environ.get(PROGRESS_ENV)
+    if not path or not distributed.is_main():
+        return lambda step: None
+    t0 = last = time.monotonic()
+
+    def report(step: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < PROGRESS_EVERY and step < steps:
+            return
+        last, done = now, step - start
+        left = tqdm.format_interval((steps - step) * (now - t0) / done) if done else "?"
+        with open(path, "a", encoding="utf-8") as f:  # one short line: appended whole by each process
+            f.write(f"{desc}: step {step}/{steps}, {tqdm.format_interval(now - t0)} taken, {left} left\n")
+    return report
+
+
 def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, eval_loss_fn, desc, progress,
            writer, checkpoint, fingerprint) -> History:
     model.to(precision.device).train()
@@ -206,6 +234,7 @@ def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, 
     net = distributed.wrap(model)
 
     bar = tqdm(range(start + 1, config.steps + 1), desc=desc, disable=not progress, mininterval=2.0, leave=True)
+    report = _reporter(desc, start, config.steps)
     for step in bar:
         batch = _to(distributed.shard(next(batches)), precision.device)
         synchronize(precision.device)
@@ -250,6 +279,7 @@ def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, 
                 writer.add_scalar("eval/perplexity", _perplexity(hist.eval_loss[-1]), step)
         if writer is not None:
             _log_step(writer, hist, step, optimizer.param_groups[0]["lr"])
+        report(step)
         if checkpoint is not None and config.checkpoint_interval and step % config.checkpoint_interval == 0 \
                 and step < config.steps and distributed.is_main():
             ckpt.save(checkpoint, {"fingerprint": fingerprint, "step": step, "model": model.state_dict(),

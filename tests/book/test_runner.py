@@ -362,3 +362,43 @@ def test_papermills_warning_for_a_machine_or_grouped_setting_stays_off_the_conso
     finally:
         logger.removeFilter(quiet)
     assert [r.getMessage() for r in caplog.records] == ["Passed unknown parameter: stepz"]
+
+
+TRAINS = OK + '''
+# %%
+import time, torch
+from odebook.training.runtime import Precision
+from odebook.training.train import TrainConfig, train
+
+def slow_loss(model, batch):  # a step of 20 ms: a run of 5 s
+    time.sleep(0.02)
+    return model(batch).pow(2).mean()
+
+batch = torch.ones(4, 2)
+train(torch.nn.Linear(2, 1), iter(lambda: batch, None), [batch], TrainConfig(steps=250, lr=1e-3, eval_interval=250),
+      Precision(torch.device("cpu"), None), loss_fn=slow_loss, desc="tiny seed 0", progress=False)
+'''
+
+
+def test_the_console_shows_the_training_progress_of_a_running_notebook(book, own_studies, monkeypatch, capsys):
+    """Nothing moved on the console between a notebook's start and its end (issue 72): now the training loop reports
+    to a file the runner follows, and the console shows the latest report — each on a line of its own where asked
+    for in a log (ODEBOOK_PROGRESS=1; on a terminal, rewritten in place), advancing to the run's last step."""
+    import functools
+
+    from odebook.book import kernel
+
+    own_studies({"92_trains": OkParams})
+    (book.notebooks / "92_trains.py").write_text(TRAINS)
+    (book.params / "smoke" / "92_trains.yaml").write_text("{}\n")
+    monkeypatch.setenv(kernel.SHOW_ENV, "1")
+    monkeypatch.setattr(kernel, "progress", functools.partial(kernel.progress, every=0.5))
+    [result] = runner.run_book(book, "smoke", ["92_trains"])
+    out = capsys.readouterr().out
+    steps = [int(line.split("step ")[1].split("/")[0]) for line in out.splitlines()
+             if line.startswith("    tiny seed 0: step ")]
+    assert result.ok and len(steps) >= 2 and steps == sorted(steps) and steps[-1] == 250, out
+    assert "    ok in " in out and not list((book.outputs / "smoke").rglob("progress.log"))
+    monkeypatch.setenv(kernel.SHOW_ENV, "0")  # CI's log: nothing
+    runner.run_book(book, "smoke", ["92_trains"], fresh=True)
+    assert "tiny seed 0" not in capsys.readouterr().out

@@ -50,7 +50,7 @@ def parse_settings(text: str) -> dict[str, Any]:
         if not sep or not key:
             raise ParamError(f"SET: {item!r} is not key=value (e.g. SET=\"steps=40 n_seeds=2\")")
         if key in settings:
-            raise ParamError(f"SET: key {key!r} is given twice ({key}={settings[key]!r} and {item!r}); give it once")
+            raise ParamError(f"SET: key {key!r} is given twice ({key}={settings[key]!r}, then {item}); give it once")
         try:
             settings[key] = yaml.safe_load(value) if value else ""
         except yaml.YAMLError as err:

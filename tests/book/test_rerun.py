@@ -177,7 +177,8 @@ def test_set_changes_one_value_for_the_whole_run_and_is_part_of_the_key(book, ca
         runner.run_book(book, "smoke", settings={"valeu": 3})
     with pytest.raises(runner.ParamError, match=r"SET: 'steps' is not key=value"):
         runner.parse_settings("steps")
-    with pytest.raises(runner.ParamError, match=r"SET: key 'steps' is given twice \(steps=14 and 'steps=16'\)"):
+    with pytest.raises(runner.ParamError,
+                       match=r"SET: key 'steps' is given twice \(steps=14, then steps=16\); give it once"):
         runner.parse_settings("steps=14 steps=16")  # ran with 16 (issue 71)
     with pytest.raises(runner.ParamError, match=r"93_cached.yaml with SET: invalid parameters (.|\n)*key 'value' = -1"):
         runner.run_book(book, "smoke", settings={"value": -1})

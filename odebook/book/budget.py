@@ -75,6 +75,7 @@ T4_FLOPS = 65e12  # fp16 tensor-core peak (NVIDIA's T4 datasheet)
 T4_FRACTION = 0.25
 T4_MEMORY = 15e9  # what a T4 offers of its 16 GB (Colab reports 15 GB)
 LONG = 1800  # seconds: above this, the line says how to choose a smaller profile
+TINY = (1e11, 1e8)  # FLOPs and peak bytes below which the line leaves the T4 and the FLOPs out
 BUSY = 0.75  # below this share of a core, the line says the machine was busy (short steps then slow unevenly)
 LONG_STEP = 0.25  # seconds: a probe's step this long is timed twice, a shorter one five times
 # A smoke notebook's start-up over a fresh interpreter's import of its libraries (CPU time): 3–6× on the Zen 3 EPYC of
@@ -116,14 +117,15 @@ class Budget:
 
     def line(self) -> str:
         """One line a person reads before the first step."""
-        fits = "fits" if self.peak_bytes < T4_MEMORY else "does NOT fit"
         how = (f"calibrated by {self.calibrations} earlier run{'s' * (self.calibrations > 1)} here"
                if self.calibrations else "not yet calibrated on this processor")
         how += f"; {self.implausible} implausible ratio{'s' * (self.implausible > 1)} left out" * bool(self.implausible)
-        text = (f"budget {self.study}: ≈ {_duration(self.here)} here ({self.device}; {how}), "
-                f"{self.flops / 1e12:,.1f} "
-                f"TFLOP; peak memory {self.peak_bytes / 1e9:.2f} GB ({self.largest}); on a T4 ≈ "
-                f"{_duration(self.t4_seconds)} (at {T4_FRACTION:.0%} of its fp16 peak), {fits} its 15 GB")
+        tiny = self.flops < TINY[0] and self.peak_bytes < TINY[1]  # a smoke run: no T4 figure worth reading
+        text = f"budget {self.study}: ≈ {_duration(self.here)} here ({self.device}; {how})" + (
+            f"; tiny models ({self.peak_bytes / 2**20:.0f} MiB at their peak, under {TINY[0] / 1e12:g} TFLOP in all)"
+            if tiny else f", {self.flops / 1e12:,.1f} TFLOP; peak memory {self.peak_bytes / 1e9:.2f} GB "
+            f"({self.largest}); on a T4 ≈ {_duration(self.t4_seconds)} (at {T4_FRACTION:.0%} of its fp16 peak), "
+            f"{'fits' if self.peak_bytes < T4_MEMORY else 'does NOT fit'} its 15 GB")
         if self.here > LONG and self.defaults and self.device == "cpu":
             text += (f" — long here: the cpu profile is sized for a CPU (params/cpu/{self.study}.yaml; "
                      "make run-all PROFILE=cpu)")

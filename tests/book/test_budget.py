@@ -97,6 +97,9 @@ def test_the_line_says_the_time_here_on_a_t4_and_whether_it_fits():
     assert "PROFILE=cpu" not in dataclasses.replace(b, device="cuda").line()  # a GPU runs the t4 profile as meant
     short = budget.Budget("01_gradient_flow", 60, 1e9, 10**9, "baseline, 1M parameters", "cpu").line()
     assert "PROFILE=cpu" not in short and "fits its 15 GB" in short and "busy" not in short
+    tiny = budget.Budget("01_gradient_flow", 21, 3e9, 5 * 2**20, "hybrid, 0.0M parameters", "cpu").line()
+    assert tiny == ("budget 01_gradient_flow: ≈ 21 s here (cpu; not yet calibrated on this processor); tiny models "
+                    "(5 MiB at their peak, under 0.1 TFLOP in all)")  # was '0.0 TFLOP; 0.00 GB; on a T4 ≈ 0 s' (72)
     busy = budget.Budget("01_gradient_flow", 60, 1e9, 10**9, "baseline, 1M parameters", "cpu", share=0.4).line()
     assert busy.endswith("estimated on a busy machine (this process got 40% of a core): the time here may be several "
                          "times off")

@@ -154,9 +154,12 @@ def test_ctrl_c_or_sigterm_in_a_running_notebook_ends_with_one_line_and_keeps_ea
     (tmp_path / "run.py").write_text(RUNNER_SCRIPT)
     sleeping = tmp_path / "sleeping"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SLEEPING": str(sleeping)}
+    # as a terminal starts it: SIGINT at its default, even where this test runs under a shell that ignores it (a
+    # background job of a script: Python then installs no KeyboardInterrupt, and the run would sleep on)
     run = subprocess.Popen([sys.executable, str(tmp_path / "run.py"), "--root", str(book.notebooks.parent),
                             "--profile", "smoke", "90_ok"], start_new_session=True, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, env=env)
+                           stderr=subprocess.PIPE, text=True, env=env,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not sleeping.exists() and time.monotonic() < deadline and run.poll() is None:
         time.sleep(0.05)

@@ -92,15 +92,14 @@ def publish(root: Path, profile: str) -> Path:
     for folder in _reports(src):
         shutil.copytree(folder, dst / folder.name, ignore=shutil.ignore_patterns(*LEFT_OUT))
     shutil.copy2(src / "index.html", dst / "index.html")
-    for report in [dst, *_reports(dst)]:  # the book's paths, and each run's where it ran in another checkout
-        roots = {str(root.resolve()), *_run_root(report / "manifest.json")}
-        for path in report.rglob("*") if report != dst else [dst / "index.html"]:
-            if path.suffix in TEXT_SUFFIXES:
-                text = path.read_text(encoding="utf-8")
-                for absolute in sorted(roots, key=len, reverse=True):
-                    text = text.replace(f"{absolute}/outputs/{profile}", f"{REPORTS}/{profile}")
-                    text = text.replace(f"{absolute}/", "")
-                path.write_text(text, encoding="utf-8")
+    # the book's own paths, and those of the checkout each run ran in where that was another (a worktree)
+    roots = {str(root.resolve()), *(r for report in _reports(dst) for r in _run_root(report / "manifest.json"))}
+    for path in dst.rglob("*"):
+        if path.suffix in TEXT_SUFFIXES:
+            text = path.read_text(encoding="utf-8")
+            for absolute in sorted(roots, key=len, reverse=True):  # a longer root first: one inside another
+                text = text.replace(f"{absolute}/outputs/{profile}", f"{REPORTS}/{profile}").replace(f"{absolute}/", "")
+            path.write_text(text, encoding="utf-8")
     for report in _reports(dst):  # what the report holds as published: an edit afterwards shows (``_edited``)
         manifest = report / "manifest.json"
         record = json.loads(manifest.read_text(encoding="utf-8"))

@@ -39,7 +39,7 @@ class GradientFlowParams(ODEHybridParams):
     lm_seeds: int = spec(3, ge=0, help="seeds of the WikiText section (descriptive); 0 = none")
     margin: float = spec(0.05, gt=0.0, help="non-inferiority margin, nats of test loss on the task's answers: the "
                                             "hybrid may be worse than the baseline by less than this; the gate asks "
-                                            "the null arm to be worse by more (odebook.study.calibrated)")
+                                            "the null arm to be worse by more (this study's analysis)")
     design_sd: float = spec(0.0, ge=0.0, help="seed SD of the paired test-loss differences the design assumes (a "
                                               "pilot's); the notebook shows the looks' power at the margin from it "
                                               "(0 = not shown)")

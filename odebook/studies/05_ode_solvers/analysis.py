@@ -4,9 +4,10 @@ Each integrator trains its own hybrid at the same budget of field evaluations (`
 own). ``integrators_table`` puts each arm's evaluations per forward beside ``experiment.summarize``; ``resolved``
 re-solves each seed's trained weights of one integrator with every integrator at the budget and with rk4 at 4× it (the
 reference): the gap in held-out loss is the flow's curvature in nats. ``work_precision_tables`` runs
-``measure.work_precision`` on each trained flow; ``timed_pair`` times rk4 against dopri5 training steps on the same
-trained weights (``measure.solver_timing``), and ``step_time_verdict`` reads the ratio beside the evaluation counts;
-``memory_growth`` reads a sensitivity sweep's peak memory from its fewest to its most steps.
+``curvature.work_precision`` on each trained flow at every curvature; ``timed_pair`` times rk4 against dopri5
+training steps on the same trained weights (``measure.solver_timing``), and ``step_time_verdict`` reads the ratio
+beside the evaluation counts; ``memory_growth`` reads a sensitivity sweep's peak memory from its fewest to its most
+steps.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import pandas as pd
 import torch
 
 from odebook.models.lm import ode_blocks
-from odebook.study.dynamics import block_input
 from odebook.study.experiment import Run, loss_with_solver, summarize
-from .measure import SolverTiming, nfe_per_forward, solver_timing, work_precision
+from . import curvature
+from .measure import SolverTiming, nfe_per_forward, solver_timing
 from odebook.study.stats import Verdict
 from odebook.training.runtime import Precision
 
@@ -53,16 +54,16 @@ def resolved(runs: Sequence[Run], solver: str, steps: Mapping[str, int | None], 
     return pd.DataFrame(rows).set_index("seed")
 
 
-def work_precision_tables(runs: Sequence[Run], integrators: Sequence[str], x: torch.Tensor, *, steps: Sequence[int],
-                          tolerances: Sequence[float], repeats: int) -> dict[str, pd.DataFrame]:
-    """``measure.work_precision`` on every trained flow of ``integrators`` ("rk4-trained, seed 0"), at its input on
-    ``x``: the fixed-step integrators at ``steps``, the adaptive ones at ``tolerances``, against rk4 at 4× the most
+def work_precision_tables(runs: Sequence[Run], solver: str, batch: tuple, *, curvatures: Sequence[float],
+                          steps: Sequence[int], tolerances: Sequence[float]) -> dict[str, pd.DataFrame]:
+    """``curvature.work_precision`` of each seed's ``solver``-trained hybrid ("rk4-trained, seed 0") at every one of
+    ``curvatures``, on ``batch``: midpoint and rk4 at ``steps``, dopri5 at ``tolerances``, against rk4 at 4× the most
     steps."""
-    flows = {f"{r.model}-trained, seed {r.seed}": r.module for r in runs if r.model in integrators}
-    fixed = {s: steps for s in ("euler", "midpoint", "rk4")}
-    return {name: work_precision(ode_blocks(model)[0], block_input(model, ode_blocks(model)[0], x), steps=fixed,
-                                 tolerances=tolerances, reference=("rk4", 4 * max(steps)), repeats=repeats)
-            for name, model in flows.items()}
+    fixed = {s: steps for s in ("midpoint", "rk4")}
+    return {f"{r.model}-trained, seed {r.seed}": pd.concat(
+                [curvature.work_precision(r.module, batch, curvature=c, steps=fixed, tolerances=tolerances,
+                                          reference_steps=4 * max(steps)) for c in curvatures], ignore_index=True)
+            for r in sorted(runs, key=lambda r: r.seed) if r.model == solver}
 
 
 def timed_pair(config, weights: Mapping[str, torch.Tensor], steps: Mapping[str, int | None], batch: tuple,

@@ -1,15 +1,14 @@
 """Study 05's measurements of ODE-block variants: peak memory and time of a training step, gradient error against direct
 backpropagation, function evaluations, two integrators' training steps timed interleaved (with the time per
 evaluation beside the time), the speed of cached against recomputed generation, and the generated length at which
-that speed-up passes a target (the crossover, interpolated on the log–log curve), and a trained flow's
-work–precision table: each integrator's error against a fine reference by its evaluations and its time.
+that speed-up passes a target (the crossover, interpolated on the log–log curve). The work–precision tables are
+the curvature module's.
 
 Peak memory is odebook.study.measure's.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import statistics
 import time
@@ -22,15 +21,14 @@ from torch import nn
 
 from odebook.models.arms import HybridConfig
 from odebook.models.lm import LM, generate, lm_loss
-from odebook.nn.ode import ODEFlowBlock, count_evaluations
+from odebook.nn.ode import count_evaluations
 from odebook.study.measure import peak_memory
 from odebook.study.stats import Verdict
 from odebook.study.timing import MIN_REPS, Timing, interleaved
 from odebook.training.runtime import Precision, synchronize
 
 __all__ = ["gradient", "relative_error", "nfe_per_forward", "evaluated_step", "sensitivity_sweep",
-           "memory_verdicts", "SolverTiming", "solver_timing", "generation_speed", "Crossover", "crossover",
-           "work_precision", "evaluations_to_reach", "work_precision_verdicts"]
+           "memory_verdicts", "SolverTiming", "solver_timing", "generation_speed", "Crossover", "crossover"]
 
 
 def gradient(model: nn.Module) -> torch.Tensor:
@@ -232,85 +230,3 @@ def crossover(lengths: Sequence[int], speedups: Sequence[float], target: float) 
             f = (math.log(target) - math.log(s0)) / (math.log(s1) - math.log(s0))
             return Crossover(math.exp(math.log(n0) + f * (math.log(n1) - math.log(n0))), target, longest)
     return Crossover(None, target, longest)
-
-
-@torch.no_grad()
-def work_precision(block: ODEFlowBlock, x: torch.Tensor, *, steps: Mapping[str, Sequence[int]],
-                   tolerances: Sequence[float], reference: tuple[str, int], repeats: int = 3) -> pd.DataFrame:
-    """The work–precision table of one trained flow on its input ``x`` (the state entering the block): for each
-    fixed-grid solver at each number of ``steps``, and dopri5 at each tolerance (rtol = tol, atol = tol / 10), the
-    vector-field evaluations of the solve, its seconds (median of ``repeats``, in the block's own dtype) and its error
-    against the ``reference`` solve (solver, steps): ‖H(1) − H_ref(1)‖ / ‖H_ref(1) − x‖, the share of the flow's
-    displacement the solver gets wrong, measured in float64 so that rounding does not floor it. The block is left
-    as it was."""
-    exact = copy.deepcopy(block).double()
-
-    def solve(b: ODEFlowBlock, solver: str, n: int, tol: float | None, h: torch.Tensor) -> tuple[torch.Tensor, int]:
-        b.set_solver(solver, n)
-        if tol is not None:
-            b.rtol, b.atol = tol, tol / 10
-        with count_evaluations(b) as evaluations:
-            out = b(h)
-        return out, evaluations.count
-
-    x64 = x.double()
-    ref, _ = solve(exact, *reference, None, x64)
-    scale = (ref - x64).norm()
-    settings = [(s, n, None) for s, ns in steps.items() for n in ns] + [("dopri5", 1, t) for t in tolerances]
-    timed = copy.deepcopy(block)
-    rows = []
-    for solver, n, tol in settings:
-        out, nfe = solve(exact, solver, n, tol, x64)
-        seconds = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            solve(timed, solver, n, tol, x)
-            synchronize(x.device)
-            seconds.append(time.perf_counter() - start)
-        rows.append({"solver": solver, "steps": n if tol is None else None, "tolerance": tol, "evaluations": nfe,
-                     "seconds": statistics.median(seconds), "error": ((out - ref).norm() / scale).item()})
-    return pd.DataFrame(rows)
-
-
-def evaluations_to_reach(table: pd.DataFrame, solver: str, error: float) -> float:
-    """The fewest evaluations at which ``solver`` reaches ``error`` or less in a ``work_precision`` table (NaN when
-    none of its settings does)."""
-    rows = table[(table.solver == solver) & (table.error <= error)]
-    return float(rows.evaluations.min()) if len(rows) else math.nan
-
-
-def work_precision_verdicts(tables: Mapping[str, pd.DataFrame], *, error: float, budget: int, scale: str = ""
-                            ) -> list[Verdict]:
-    """Read from the ``work_precision`` table of each trained flow (name → table): the gate "euler at ``budget``
-    evaluations misses ``error``" (the flow is curved enough that integrators can differ; held when it misses in
-    every flow), the claim "RK4 reaches dopri5's accuracy at fewer evaluations" at ``error``, and its negative control,
-    the same reading for euler (first order: at a small error it needs more evaluations than dopri5, so it must come
-    out not held). A reading is held when it holds in every flow, not held when in none, else inconclusive; with the
-    gate not held, both read "not testable at this scale"."""
-    def misses(t: pd.DataFrame) -> bool:
-        rows = t[(t.solver == "euler") & (t.evaluations == budget)]
-        return bool(len(rows)) and rows.error.item() > error
-
-    def fewer(a: str) -> tuple[str, str]:
-        per = {name: (evaluations_to_reach(t, a, error), evaluations_to_reach(t, "dopri5", error))
-               for name, t in tables.items()}
-        wins = [n_a < n_b or (n_a == n_a and n_b != n_b) for n_a, n_b in per.values()]
-        outcome = "held" if all(wins) else "not held" if not any(wins) else "inconclusive"
-        def count(n: float) -> str:
-            return f"{n:.0f}" if n == n else "never (not reached in the table)"
-        return outcome, "; ".join(f"{name}: {a} {count(n_a)}, dopri5 {count(n_b)} evaluations"
-                                  for name, (n_a, n_b) in per.items())
-
-    gaps = {name: t[(t.solver == "euler") & (t.evaluations == budget)].error for name, t in tables.items()}
-    curvature = "; ".join(f"{name}: {g.item():.2g}" if len(g) else f"{name}: —" for name, g in gaps.items())
-    gate = all(misses(t) for t in tables.values())
-    kind = f"evaluations to reach a relative error of {error:g} in H(1), read off the work–precision table"
-    out = [Verdict("the flow is curved: euler at the budget misses the stated error", "held" if gate else "not held",
-                   f"euler's relative error at {budget} evaluations — {curvature} (it must exceed {error:g} in every "
-                   "flow for integrators to differ)", scale, "gate: single measurement per flow", "gate")]
-    for a, name in (("rk4", "RK4 reaches dopri5's accuracy at fewer evaluations"),
-                    ("euler", "negative control: euler reaches dopri5's accuracy at fewer evaluations")):
-        outcome, evidence = fewer(a)
-        role = "primary, every trained flow" if a == "rk4" else "negative control of the line above"
-        out.append(Verdict(name, outcome if gate else "not testable at this scale", evidence, scale, kind, role))
-    return out

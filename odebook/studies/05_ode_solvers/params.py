@@ -23,7 +23,8 @@ class ODESolverParams(ODEHybridParams):
 
     defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 3, "seq_len": 128, "max_seq_len": 1088}
     groups: ClassVar = {
-        "integration": ("integrators", "nfe_budget", "precision_error", "wp_steps", "wp_tolerances", "timing_pairs"),
+        "integration": ("integrators", "nfe_budget", "timing_pairs"),
+        "work_precision": ("curvatures", "wp_steps", "wp_tolerances", "loss_tolerance", "error_range"),
         "memory": ("sweep_solver", "sweep_steps", "sensitivities", "timing_repeats", "memory_growth_limit",
                    "reversible_grad_tolerance"),
         "kv_cache": ("generation_solver", "generation_lengths", "crossover_limit", "prompt_tokens", "speedup_target"),
@@ -33,13 +34,21 @@ class ODESolverParams(ODEHybridParams):
                                   help="the trained hybrids (every integrator re-solves the trained weights)")
     nfe_budget: int = spec(8, ge=4, help="vector-field evaluations per forward of every fixed-grid integrator: "
                                          "euler takes nfe_budget steps, midpoint nfe_budget/2, rk4 nfe_budget/4")
-    precision_error: float = spec(1e-3, gt=0.0, le=1.0,
-                                  help="relative error of H(1) at which the work-precision claim reads each "
-                                       "integrator's evaluations; euler at nfe_budget must miss it (the gate)")
-    wp_steps: list[int] = spec([1, 2, 4, 8, 16, 32], ge=1, help="steps of each fixed-grid integrator in the "
-                                                                 "work-precision table")
-    wp_tolerances: list[float] = spec([1e-2, 1e-3, 1e-4, 1e-5, 1e-6], gt=0.0, le=1.0,
-                                      help="dopri5's tolerances in the work-precision table (rtol; atol a tenth)")
+    curvatures: list[float] = spec([1.0, 3.0, 10.0, 30.0, 100.0, 300.0], ge=1.0,
+                                   help="each trained flow re-solved with its α times each of these (1 first: the "
+                                        "flow as trained): flows of growing curvature for the work–precision claim")
+    wp_steps: list[int] = spec([1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64], ge=1,
+                               help="steps of midpoint and rk4 in the work–precision tables (increasing; the "
+                                    "reference is rk4 at 4× the last)")
+    wp_tolerances: list[float] = spec([1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 1e-7, 1e-8],
+                                      gt=0.0, le=1.0, help="dopri5's tolerances in the work–precision tables (rtol; "
+                                                           "atol a tenth)")
+    loss_tolerance: float = spec(1e-3, gt=0.0, help="nats: the work–precision claim compares the evaluations each "
+                                                    "integrator needs for the error of H(1) that moves the held-out "
+                                                    "loss by this much")
+    error_range: list[float] = spec([1e-2, 1e-6], gt=0.0, le=1.0, min_len=2,
+                                    help="loosest and tightest relative error of H(1) over which the crossover (where "
+                                         "dopri5 overtakes rk4) is looked for")
     timing_pairs: int = spec(20, ge=20, help="interleaved rk4 / dopri5 training-step pairs of the speed claim")
     sweep_solver: str = spec("rk4", choices=FIXED_GRID, help="integrator of the sensitivity sweep")
     sweep_steps: list[int] = spec([4, 8, 16, 32], ge=1, help="numbers of steps of the sensitivity sweep")
@@ -76,6 +85,12 @@ class ODESolverParams(ODEHybridParams):
         elif self.crossover_limit > self.generation_lengths[-1]:
             errors.append(f"key 'crossover_limit' = {self.crossover_limit}: the speed-up curve must reach it (the "
                           f"longest of generation_lengths is {self.generation_lengths[-1]})")
+        if not self.curvatures or self.curvatures[0] != 1.0 or self.curvatures != sorted(set(self.curvatures)):
+            errors.append(f"key 'curvatures' = {self.curvatures}: must start at 1 (the flow as trained) and increase")
+        if self.wp_steps != sorted(set(self.wp_steps)) or len(self.wp_steps) < 2:
+            errors.append(f"key 'wp_steps' = {self.wp_steps}: must increase, at least two")
+        if len(self.error_range) != 2 or self.error_range[0] <= self.error_range[1]:
+            errors.append(f"key 'error_range' = {self.error_range}: must be [loosest, tightest], loosest larger")
         if len(set(self.sweep_steps)) < 2:
             errors.append(f"key 'sweep_steps' = {self.sweep_steps}: needs at least two different step counts")
         errors += self.solver_errors(self.integrators)

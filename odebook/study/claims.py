@@ -19,6 +19,8 @@ sequence per comparison) into verdicts:
   own level (``alpha``, else the study's). A gate is a test with error like any other: at a few seeds it can fail
   on a calibration that holds. A claim that ``rests_on`` a gate that did not hold reads "not testable at this scale"
   with the gate's estimate, p and seeds, and leaves its family.
+- learned — a gate read seed by seed, no test: an arm learned (its name begins "learned:") when d lies on the claimed
+  side of ``margin`` in every seed; otherwise not held, with the seeds it learned in.
 - descriptive — the estimate and its interval, no test.
 
 A claim's **negative control** (``negative_control``) is the claim's own test, at its margin, on a case built to
@@ -32,7 +34,7 @@ hold, "beats both Tong and the standard model") is an intersection–union test:
 with no adjustment between them. An inconclusive claim says how many seeds it would need for 80 % power at its margin
 (for equivalence and non-inferiority: with no true difference) and, in the evidence, at the observed effect, at the
 Bonferroni level of its family (study.power). Differences that do not vary at all (an ablation that changed no
-answer of any seed) can fail a claim — its fail test at its limit — but never hold one (``_p``).
+answer of any seed) can fail a claim — its fail test at its limit — but never hold one (``stats.t_test_p``).
 """
 
 from __future__ import annotations
@@ -42,15 +44,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from odebook.study import power as pw
-from odebook.study.stats import NEEDS, Interval, Verdict, holm, mean_ci
+from odebook.study.stats import NEEDS, Interval, Verdict, holm, mean_ci, t_test_p
 
 __all__ = ["KINDS", "DIRECTIONS", "Claim", "negative_control", "PartTest", "p_values", "part_test", "seeds_needed",
            "Settled", "settle", "declaration", "paired"]
 
-KINDS = ("superiority", "equivalence", "non-inferiority", "exceeds", "gate", "descriptive")
+KINDS = ("superiority", "equivalence", "non-inferiority", "exceeds", "gate", "learned", "descriptive")
+GATES = ("gate", "learned")  # the kinds a claim may rest on
 DIRECTIONS = ("lower", "higher", "two-sided")
 TESTED = ("superiority", "equivalence", "non-inferiority", "exceeds")  # the kinds that belong to a family
 
@@ -85,6 +87,8 @@ class Claim:
         if self.alpha is not None and (self.kind != "gate" or not 0 < self.alpha < 0.5):
             raise ValueError(f"{where}: only a gate declares its own alpha, in (0, 0.5); got {self.alpha!r} on a "
                              f"{self.kind} claim")
+        if (self.kind == "learned") != self.name.startswith("learned:"):
+            raise ValueError(f"{where}: a learned gate, and only one, has a name that begins 'learned:'")
         if self.controls and (self.kind not in TESTED or not self.name.startswith("negative control:")):
             raise ValueError(f"{where}: a negative control repeats a tested claim and its name begins 'negative "
                              f"control:'; got a {self.kind} claim controlling {self.controls!r}")
@@ -121,6 +125,7 @@ class Claim:
                 "equivalence": f"equivalence at ±{m}{u}",
                 "non-inferiority": f"non-inferiority ({self.hypotheses()[0]}), margin {m}{u}",
                 "exceeds": f"exceeds the margin: a − b {'below −' if self.sign > 0 else 'above '}{m}{u}",
+                "learned": f"learned: a − b {'below' if self.sign > 0 else 'above'} {m}{u} in every seed",
                 "gate": f"gate: a − b {'below' if self.sign > 0 else 'above'} {m}{u}"
                         + (f", at its own α = {self.alpha:g}" if self.alpha is not None else ""),
                 "descriptive": "descriptive"}[self.kind]
@@ -144,25 +149,6 @@ def paired(a: Sequence[float], b: Sequence[float], *, log: bool = False) -> np.n
     return np.log(x / y) if log else x - y
 
 
-def _p(s: np.ndarray, value: float, side: str, *, limit: bool = False) -> np.ndarray:
-    """One-sided p of the one-sample t-test that the mean of s (last axis) is ``side`` ("less" or "greater") ``value``;
-    NaN with fewer than two values. Where nothing varies (up to rounding): NaN, or with ``limit`` the limit as the
-    spread goes to 0 — 0 when every value lies strictly on ``side`` of ``value``, 1 on the other side, NaN at it.
-    ``p_values`` takes the limit for the tests that fail a claim only: identical differences (an ablation that changed
-    no answer of any seed) rule an effect out but never hold one (seeds that sampled no variance prove nothing)."""
-    n = s.shape[-1]
-    if n < 2:
-        return np.full(s.shape[:-1], math.nan)
-    sd = s.std(ddof=1, axis=-1)
-    varies = sd > 1e-12 * np.maximum(1.0, np.abs(s).max(axis=-1))
-    t = (s.mean(axis=-1) - value) / np.where(varies, sd, 1.0) * math.sqrt(n)
-    p = sps.t.cdf(t, n - 1) if side == "less" else sps.t.sf(t, n - 1)
-    if not limit:
-        return np.where(varies, p, math.nan)
-    gap = (s.mean(axis=-1) - value) * (1 if side == "greater" else -1)  # > 0: the values lie on ``side``
-    return np.where(varies, p, np.where(gap > 0, 0.0, np.where(gap < 0, 1.0, math.nan)))
-
-
 @dataclass(frozen=True)
 class PartTest:
     """One comparison of a claim: d's mean with its t-interval, the p of the test whose rejection holds the claim
@@ -184,15 +170,15 @@ def p_values(claim: Claim, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, 
     if kind == "descriptive":
         return np.full(d.shape[:-1], math.nan), np.full(d.shape[:-1], math.nan), 1, 1
     if kind == "equivalence":
-        tost = np.maximum(_p(d, -m, "greater"), _p(d, m, "less"))
-        outside = np.minimum(_p(d, m, "greater", limit=True), _p(d, -m, "less", limit=True))
+        tost = np.maximum(t_test_p(d, -m, "greater"), t_test_p(d, m, "less"))
+        outside = np.minimum(t_test_p(d, m, "greater", limit=True), t_test_p(d, -m, "less", limit=True))
         return tost, np.minimum(1.0, 2 * outside), 1, 2
     if claim.direction == "two-sided":  # superiority either way: the smaller tail, doubled; fails inside ±margin
-        within = np.maximum(_p(d, -m, "greater", limit=True), _p(d, m, "less", limit=True))
-        return np.minimum(1.0, 2 * np.minimum(_p(d, 0.0, "less"), _p(d, 0.0, "greater"))), within, 2, 1
+        within = np.maximum(t_test_p(d, -m, "greater", limit=True), t_test_p(d, m, "less", limit=True))
+        return np.minimum(1.0, 2 * np.minimum(t_test_p(d, 0.0, "less"), t_test_p(d, 0.0, "greater"))), within, 2, 1
     hold, fail = {"superiority": (0.0, -m), "non-inferiority": (m, m), "exceeds": (-m, -m),
                   "gate": (claim.sign * m,) * 2}[kind]
-    return _p(s, hold, "less"), _p(s, fail, "greater", limit=True), 1, 1
+    return t_test_p(s, hold, "less"), t_test_p(s, fail, "greater", limit=True), 1, 1
 
 
 def part_test(claim: Claim, d: Sequence[float]) -> PartTest:
@@ -253,14 +239,15 @@ class Settled:
         return "; ".join(out + ([self.note] if self.note else []))
 
     def verdict(self, scale: str = "") -> Verdict:
-        role = {"gate": "gate, outside every family", "descriptive": ""}.get(self.claim.kind, self.family)
+        role = {"gate": "gate, outside every family", "learned": "gate, seed by seed",
+                "descriptive": ""}.get(self.claim.kind, self.family)
         effects = tuple((name, t.estimate) for name, t in zip(self.claim.comparisons, self.tests))
         return Verdict(self.claim.name, self.outcome, self.evidence(), scale, self.claim.describe(), role, effects,
                        self.claim.units)
 
 
 def _constant(t: PartTest) -> bool:
-    """The differences did not vary across seeds (up to rounding), as ``_p`` judges it."""
+    """The differences did not vary across seeds (up to rounding), as ``stats.t_test_p`` judges it."""
     return t.estimate.n >= 2 and not t.sd > 1e-12 * max(1.0, abs(t.estimate.mean))
 
 
@@ -269,7 +256,7 @@ def _gate_failures(claims: Sequence[Claim], gates: Mapping[str, Settled]) -> dic
     both its tests, the seeds) — a gate is a test with error, which more seeds can move."""
     out = {}
     for c in claims:
-        failed = [f"gate {g!r} {gates[g].outcome}" + (f": {gates[g].evidence()}" if gates[g].tests else "")
+        failed = [f"gate {g!r} {gates[g].outcome}" + (f": {gates[g].evidence()}" if gates[g].evidence() else "")
                   for g in c.rests_on if gates[g].outcome != "held"]
         if failed:
             out[c.name] = "; ".join(failed)
@@ -284,6 +271,16 @@ def _test(claim: Claim, values: Mapping[str, Sequence[float]]) -> tuple[tuple[Pa
     return tests, float(np.max([t.p_hold for t in tests])), min(1.0, k * float(np.min([t.p_fail for t in tests])))
 
 
+def _learned(claim: Claim, d: Sequence[float]) -> Settled:
+    """A learned gate, seed by seed: held when every seed's d lies beyond the margin on the claimed side."""
+    if not len(d):
+        return Settled(claim, "not run", note="no values")
+    s = claim.sign * np.asarray(d, dtype=float)
+    learned = int(np.sum(s < claim.sign * claim.margin))
+    return Settled(claim, "held" if learned == len(s) else "not held",
+                   note=f"learned in {learned} of {len(s)} seeds (a − b per seed: {', '.join(f'{x:.3g}' for x in d)})")
+
+
 def settle(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], *, alpha: float = 0.05,
            power: float = 0.8) -> list[Settled]:
     """Settle ``claims`` (gates first, then the primary and the secondary family) on ``values``: per comparison
@@ -294,12 +291,14 @@ def settle(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], *, al
         raise ValueError(f"claims must have distinct names, got {names}")
     kinds = {c.name: c.kind for c in claims}
     for c in claims:
-        bad = [g for g in c.rests_on if kinds.get(g) != "gate"]
+        bad = [g for g in c.rests_on if kinds.get(g) not in GATES]
         if bad:
             raise ValueError(f"claim {c.name!r} rests on {bad}, which are not declared gates")
     done: dict[str, Settled] = {}
     for c in claims:
-        if c.kind in ("gate", "descriptive"):
+        if c.kind == "learned":
+            done[c.name] = _learned(c, values.get(c.comparisons[0], ()))
+        elif c.kind in ("gate", "descriptive"):
             tested = _test(c, values)
             if tested is None:
                 done[c.name] = Settled(c, "not run", note="no values")
@@ -344,7 +343,7 @@ def declaration(claims: Sequence[Claim]) -> str:
     the gates it rests on."""
     rows = ["| claim | kind and margin | role | rests on |", "|---|---|---|---|"]
     for c in claims:
-        role = c.kind if c.kind in ("gate", "descriptive") else "negative control" if c.controls else (
-            "primary" if c.primary else "secondary")
+        role = ("gate" if c.kind in GATES else "descriptive" if c.kind == "descriptive" else "negative control"
+                if c.controls else "primary" if c.primary else "secondary")
         rows.append(f"| {c.name} | {c.describe()} | {role} | {', '.join(c.rests_on) or '—'} |")
     return "\n".join(rows)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-__all__ = ["Interval", "mean_ci", "bounded_mean_ci", "proportion_ci", "OUTCOMES", "NEEDS", "outcome_word", "decide",
-           "Verdict", "PowerLaw", "power_law_fit", "PairedTest", "paired_test", "holm"]
+__all__ = ["Interval", "mean_ci", "t_test_p", "bounded_mean_ci", "proportion_ci", "OUTCOMES", "NEEDS", "outcome_word",
+           "decide", "Verdict", "PowerLaw", "power_law_fit", "PairedTest", "paired_test", "holm"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,26 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> Interval:
         return Interval(mean, math.nan, math.nan, n)
     half = float(stats.t.ppf(0.5 + level / 2, df=n - 1) * x.std(ddof=1) / math.sqrt(n))
     return Interval(mean, mean - half, mean + half, n)
+
+
+def t_test_p(s: np.ndarray, value: float, side: str, *, limit: bool = False) -> np.ndarray:
+    """One-sided p of the one-sample t-test that the mean of s (last axis) is ``side`` ("less" or "greater") ``value``;
+    NaN with fewer than two values. Where nothing varies (up to rounding): NaN, or with ``limit`` the limit as the
+    spread goes to 0 — 0 when every value lies strictly on ``side`` of ``value``, 1 on the other side, NaN at it.
+    study.claims' ``p_values`` takes the limit for the tests that fail a claim only: identical differences (an
+    ablation that changed no answer of any seed) rule an effect out but never hold one (seeds that sampled no
+    variance prove nothing)."""
+    n = s.shape[-1]
+    if n < 2:
+        return np.full(s.shape[:-1], math.nan)
+    sd = s.std(ddof=1, axis=-1)
+    varies = sd > 1e-12 * np.maximum(1.0, np.abs(s).max(axis=-1))
+    t = (s.mean(axis=-1) - value) / np.where(varies, sd, 1.0) * math.sqrt(n)
+    p = stats.t.cdf(t, n - 1) if side == "less" else stats.t.sf(t, n - 1)
+    if not limit:
+        return np.where(varies, p, math.nan)
+    gap = (s.mean(axis=-1) - value) * (1 if side == "greater" else -1)  # > 0: the values lie on ``side``
+    return np.where(varies, p, np.where(gap > 0, 0.0, np.where(gap < 0, 1.0, math.nan)))
 
 
 def bounded_mean_ci(values: Sequence[float], *, low: float = 0.0, high: float = 1.0, level: float = 0.95) -> Interval:

@@ -72,6 +72,7 @@ class History:
     step_time: list[float] = field(default_factory=list)  # seconds, device synchronised
     eval_step: list[int] = field(default_factory=list)
     eval_loss: list[float] = field(default_factory=list)
+    scalars: dict[str, list[float]] = field(default_factory=dict)  # each 0-dim parameter (an ODE block's α), per step
     resumed_at: int = 0  # the step a resumed run restarted from (0: trained from the start)
 
     def grad_stats(self, group: str = "total", vanishing: float = 1e-6, exploding: float = 100.0) -> dict:
@@ -229,6 +230,7 @@ def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, 
                                   fused=precision.device.type in ("cpu", "cuda"))
     scaler = precision.scaler()
     groups = dict(groups or {})
+    scalars = {name: p for name, p in model.named_parameters() if p.dim() == 0}  # recorded each step (History)
     start, hist = _resume(checkpoint, fingerprint, model, optimizer, scaler, batches)
     hist = hist or History(grad_norm={name: [] for name in ["total", *groups]})
     net = distributed.wrap(model)
@@ -262,6 +264,8 @@ def _train(model, batches, eval_batches, config, precision, *, groups, loss_fn, 
 
         hist.step.append(step)
         hist.loss.append(value)
+        for name, scalar in scalars.items():
+            hist.scalars.setdefault(name, []).append(scalar.item())
         if taken:  # gradient statistics only from steps the optimiser took
             hist.grad_step.append(step)
             hist.grad_norm["total"].append(total)

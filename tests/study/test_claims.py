@@ -90,6 +90,26 @@ def test_a_failed_gate_makes_its_claims_not_testable_and_takes_them_out_of_the_f
     assert unclear[0].outcome == "inconclusive" and unclear[1].outcome == "not testable at this scale"
 
 
+def test_a_learned_gate_is_read_seed_by_seed_and_a_claim_resting_on_it_says_which_arm_learned_in_how_many():
+    learned = Claim("learned: the baseline answers above the shortcut by more than 0.5", "learned", margin=0.5,
+                    direction="higher")
+    claims = [learned, Claim("rests", "superiority", margin=0.1, rests_on=(learned.name,))]
+    rests = {"rests": [-0.5, -0.6, -0.55, -0.52]}
+    every = settle(claims, {**rests, learned.name: [0.9, 0.8, 0.95, 0.7]})
+    assert [s.outcome for s in every] == ["held", "held"]
+    assert every[0].verdict().role == "gate, seed by seed" and "learned in 4 of 4 seeds" in every[0].evidence()
+    # one seed short of the margin: a mean far above it does not hold a seed-by-seed gate
+    one_short = settle(claims, {**rests, learned.name: [0.9, 0.9, 0.95, 0.45]})
+    assert one_short[0].outcome == "not held" and one_short[1].outcome == "not testable at this scale"
+    assert "learned in 3 of 4 seeds" in one_short[1].evidence() and "0.45" in one_short[1].evidence()
+    assert learned.describe() == "learned: a − b above 0.5 in every seed"
+    assert "| gate |" in declaration(claims).splitlines()[2]
+    with pytest.raises(ValueError, match="begins 'learned:'"):
+        Claim("the baseline learned", "learned", margin=0.5, direction="higher")
+    with pytest.raises(ValueError, match="begins 'learned:'"):
+        Claim("learned: a gate of another kind", "gate", margin=0.5)
+
+
 def test_a_compound_claim_is_an_intersection_union_test():
     values = {"vs tong": [-0.20, -0.25, -0.22, -0.18], "vs standard": [-0.05, -0.08, -0.02, -0.06]}
     both = Claim("beats both", "superiority", margin=0.05, parts=("vs tong", "vs standard"))

@@ -47,6 +47,16 @@ def test_history_records_every_step_and_group():
     assert h.grad_norm["total"][0] == pytest.approx(groups, rel=1e-5)
 
 
+def test_history_records_each_scalar_parameter_after_every_step():
+    """The ODE block's α (its only 0-dim parameter), as it stands after each step: its trajectory."""
+    model, h = run(steps=5)
+    (name, alpha), = ((n, p) for n, p in model.named_parameters() if p.dim() == 0)
+    assert list(h.scalars) == [name] and name.endswith("field.alpha") and len(h.scalars[name]) == 5
+    assert h.scalars[name][-1] == alpha.item() and h.scalars[name][0] != 0.1  # moved by the first step
+    _, baseline = run(steps=2, kind="baseline")
+    assert baseline.scalars == {}
+
+
 def test_tensorboard_logs_hold_the_numbers_of_the_history(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

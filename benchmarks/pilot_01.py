@@ -54,18 +54,24 @@ def pilot(candidate: dict) -> list[dict]:
                      executor=Workers(usable_cores()))
     wall = time.perf_counter() - start
     return [{"candidate": candidate, "arm": r.model, "seed": r.seed, "test_loss": r.test_loss,
-             "accuracy": r.scores[f"k={p.mqar_pairs}"], "seconds": r.train_seconds, "wall_seconds": wall}
+             "accuracy": r.scores[f"k={p.mqar_pairs}"], "seconds": r.train_seconds, "wall_seconds": wall,
+             "eval": list(zip(r.history.eval_step, r.history.eval_loss)),
+             "alpha": [a[i] for a in r.history.scalars.values() for i in range(0, len(a), max(1, len(a) // 8))]
+             + [a[-1] for a in r.history.scalars.values()]}
             for r in runs]
 
 
 def table(results: list[dict]) -> str:
     """The pilot's runs as the Markdown table the notebook shows."""
-    rows = ["| overrides of the cpu profile | arm | seed | test loss at the answers | accuracy | s of one thread |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| overrides of the cpu profile | arm | seed | test loss at the answers | accuracy | validation loss at "
+            "each quarter | α at each eighth, last | s of one thread |", "|---|---|---|---|---|---|---|---|"]
     for r in results:
         what = ", ".join(f"{k} {v}" for k, v in r["candidate"].items() if k not in ("arms", "seeds"))
+        evals = r.get("eval", [])
+        quarters = " ".join(f"{loss:.2f}" for step, loss in evals if step % max(1, evals[-1][0] // 4) == 0)
+        alpha = " ".join(f"{a:.2f}" for a in r.get("alpha", [])) or "—"
         rows.append(f"| {what} | {r['arm']} | {r['seed']} | {r['test_loss']:.3f} | {r['accuracy']:.2f} | "
-                    f"{r['seconds']:.0f} |")
+                    f"{quarters or '—'} | {alpha} | {r['seconds']:.0f} |")
     return "\n".join(rows)
 
 

@@ -53,10 +53,14 @@ class HybridConfig:
     def baseline(self) -> LM:
         return gpt(**self.shape)
 
-    def hybrid(self) -> LM:
+    def hybrid(self, *, attention: bool = True) -> LM:
         return ode_hybrid(**self.shape, ode_layers=self.ode_layers, solver=self.solver, steps=self.steps,
                           sensitivity=self.sensitivity, rtol=self.rtol, atol=self.atol, control_dim=self.control_dim,
-                          alpha_init=self.alpha_init)
+                          alpha_init=self.alpha_init, attention=attention)
+
+    def tokenwise(self) -> LM:
+        """The hybrid whose vector field has no attention: its flow cannot move information between tokens."""
+        return self.hybrid(attention=False)
 
     def null(self) -> LM:
         """The baseline with the replaced layers removed."""

@@ -134,14 +134,16 @@ def fixed_grid_solve(func, y0: torch.Tensor, times: torch.Tensor, solver: str) -
 
 
 class VectorField(nn.Module):
-    """f(t, H) = α · [attn(LN₁ z) + mlp(LN₂ z)],  z = H + e_t(t) + e_u(u)."""
+    """f(t, H) = α · [attn(LN₁ z) + mlp(LN₂ z)],  z = H + e_t(t) + e_u(u). Without ``attention`` the field is
+    α · mlp(LN₂ z): token-wise, it cannot move information between tokens."""
 
-    def __init__(self, *, d_model: int, n_head: int, control_dim: int, alpha_init: float = 0.1):
+    def __init__(self, *, d_model: int, n_head: int, control_dim: int, alpha_init: float = 0.1,
+                 attention: bool = True):
         super().__init__()
         self.time_embed = nn.Sequential(nn.Linear(1, d_model), nn.SiLU(), nn.Linear(d_model, d_model))
         self.control_embed = nn.Linear(control_dim, d_model)
-        self.ln1 = nn.LayerNorm(d_model)
-        self.attn = CausalSelfAttention(d_model=d_model, n_head=n_head)
+        self.ln1 = nn.LayerNorm(d_model) if attention else None
+        self.attn = CausalSelfAttention(d_model=d_model, n_head=n_head) if attention else None
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = MLP(d_model=d_model)
         self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
@@ -154,7 +156,8 @@ class VectorField(nn.Module):
         e_t = self.time_embed(t.reshape(1, 1).to(h.dtype))  # [1, d]
         e_u = self.control_embed(u.to(h.dtype))  # [B, d]
         z = h + e_t[:, None, :] + e_u[:, None, :]  # [B, T, d]
-        return self.alpha * (self.attn(self.ln1(z), cache=cache) + self.mlp(self.ln2(z)))
+        mixed = self.attn(self.ln1(z), cache=cache) if self.attn is not None else 0.0
+        return self.alpha * (mixed + self.mlp(self.ln2(z)))
 
 
 class _Controlled(nn.Module):
@@ -176,9 +179,10 @@ class ODEFlowBlock(nn.Module):
 
     def __init__(self, *, d_model: int, n_head: int, control_dim: int = 4, alpha_init: float = 0.1,
                  solver: str = "euler", steps: int = 4, sensitivity: str = "direct", rtol: float = 1e-3,
-                 atol: float = 1e-4):
+                 atol: float = 1e-4, attention: bool = True):
         super().__init__()
-        self.field = VectorField(d_model=d_model, n_head=n_head, control_dim=control_dim, alpha_init=alpha_init)
+        self.field = VectorField(d_model=d_model, n_head=n_head, control_dim=control_dim, alpha_init=alpha_init,
+                                 attention=attention)
         self.sensitivity, self.rtol, self.atol = sensitivity, rtol, atol
         self.set_solver(solver, steps)
 

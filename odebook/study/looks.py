@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import pandas as pd
 
 from odebook.params.seeds import SeedPlan
-from odebook.study.claims import TESTED, Claim, Settled, seeds_needed, settle
+from odebook.study.claims import GATES, TESTED, Claim, Settled, seeds_needed, settle
 from odebook.study.experiment import run_seeds, tune_lr
 from odebook.study.lr_grid import GridChoice, annotate
 from odebook.study.stats import NEEDS
@@ -141,5 +141,5 @@ def _gated_out(claims: Sequence[Claim], values: Mapping[str, Sequence[float]], a
     """Every primary claim rests on a gate that came out not held on the seeds so far (the calibration failed):
     more seeds would be run for claims that read "not testable at this scale", so the looks stop."""
     primaries = [c for c in claims if c.primary and c.kind in TESTED]
-    gates = {s.claim.name: s.outcome for s in settle([c for c in claims if c.kind == "gate"], values, alpha=alpha)}
+    gates = {s.claim.name: s.outcome for s in settle([c for c in claims if c.kind in GATES], values, alpha=alpha)}
     return bool(primaries) and all(any(gates.get(g) == "not held" for g in c.rests_on) for c in primaries)

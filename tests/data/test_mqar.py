@@ -71,4 +71,7 @@ def test_the_same_seed_gives_the_same_batch_and_bad_shapes_say_what():
 
 def test_the_shortcut_scores_what_counting_values_can_reach():
     b = _batch(n=2000, k=2)
-    assert 0.45 < mqar.shortcut_accuracy(b) < 0.6  # two values: the guess is right for one, both when equal
+    assert 0.45 < mqar.shortcut_accuracy(b.x, b.y, 2) < 0.6  # two values: the guess is right for one, both when equal
+    # the same, counted over the pairs as bound
+    guess = torch.nn.functional.one_hot(b.values, int(b.values.max()) + 1).sum(1).argmax(1)
+    assert mqar.shortcut_accuracy(b.x, b.y, 2) == pytest.approx(float((b.values == guess[:, None]).float().mean()))

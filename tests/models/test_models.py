@@ -30,7 +30,26 @@ FAMILIES = {
     "hybrid-rk4": lambda: hybrid(solver="rk4", steps=2),
     "hybrid-rk4-adjoint": lambda: hybrid(solver="rk4", steps=2, sensitivity="adjoint"),
     "hybrid-midpoint-reversible": lambda: hybrid(solver="midpoint", steps=2, sensitivity="reversible"),
+    "hybrid-tokenwise": lambda: hybrid(solver="euler", steps=4, attention=False),
 }
+
+
+def test_a_tokenwise_flow_moves_nothing_between_tokens():
+    """Without attention in its field the flow block maps each position on its own: a change at token j leaves
+    the block's output at every other position as it was."""
+    from odebook.nn.ode import ODEFlowBlock
+
+    torch.manual_seed(0)
+    block = ODEFlowBlock(d_model=D, n_head=H, solver="rk4", steps=2, attention=False, alpha_init=1.0)
+    x = torch.randn(2, T, D)
+    y = x.clone()
+    y[:, 5] += 1.0
+    out_x, out_y = block(x), block(y)
+    others = [i for i in range(T) if i != 5]
+    torch.testing.assert_close(out_x[:, others], out_y[:, others], atol=0, rtol=0)
+    assert not torch.allclose(out_x[:, 5], out_y[:, 5])
+    assert block.field.attn is None and sum(p.numel() for p in block.parameters()) < sum(
+        p.numel() for p in ODEFlowBlock(d_model=D, n_head=H).parameters())
 
 
 @pytest.mark.parametrize("family", FAMILIES)

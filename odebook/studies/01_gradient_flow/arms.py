@@ -1,6 +1,7 @@
 """Study 01's arms from one hybrid configuration (odebook.models.arms.HybridConfig): the baseline GPT, the ODE hybrid,
-and the two controls that make "as good as the baseline" mean something — the baseline with the replaced layers
-removed (``null``) and one weight-shared discrete block applied as many times as the ODE evaluates its field
+the controls that make "as good as the baseline" mean something — the baseline with the replaced layers removed
+(``null``) and the hybrid whose flow has no attention (``tokenwise``: it cannot move information between tokens) —
+and, on WikiText only, one weight-shared discrete block applied as many times as the ODE evaluates its field
 (``shared``). ``layer_groups`` splits any arm's parameters by position, so gradient norms compare across arms."""
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from torch import nn
 from odebook.models.arms import HybridConfig
 from odebook.models.lm import LM
 
-__all__ = ["ARMS", "gradient_flow_arms", "layer_groups"]
+__all__ = ["ARMS", "MQAR_ARMS", "gradient_flow_arms", "layer_groups"]
 
 
-ARMS = ("baseline", "hybrid", "null", "shared")
+ARMS = ("baseline", "hybrid", "null", "shared")  # the WikiText section's
+MQAR_ARMS = ("baseline", "hybrid", "null", "tokenwise")  # the claims'
 
 
 def gradient_flow_arms(config: HybridConfig, arms: Sequence[str] = ARMS) -> dict[str, Callable[[], LM]]:
-    """Study 01's models by name: baseline, hybrid, and the two controls null and shared (see HybridConfig)."""
+    """Study 01's models by name (the module docstring; HybridConfig builds each)."""
     return {arm: getattr(config, arm) for arm in arms}
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from odebook.study.plots import eval_loss, figure, grad_norm, plot_over_steps
 from odebook.study.experiment import Run
 
-__all__ = ["loss_and_gradients"]
+__all__ = ["loss_and_gradients", "alpha_trajectories"]
 
 
 def loss_and_gradients(runs: Sequence[Run], models: Sequence[str]):
@@ -21,5 +21,20 @@ def loss_and_gradients(runs: Sequence[Run], models: Sequence[str]):
     with_span = [r for r in runs if "replaced" in r.history.grad_norm]
     plot_over_steps(ax_span, with_span, grad_norm("replaced"), log=True, models=models)
     ax_span.set(title="gradient norm of the replaced span")
+    fig.tight_layout()
+    return fig
+
+
+def alpha_trajectories(trajectories: Mapping[str, Mapping[int, Sequence[float]]], *, alpha_init: float):
+    """Study 01: each flow arm's output scale α after every training step, one line per seed (a panel per arm)."""
+    fig, axes = figure(len(trajectories), width=4.5)
+    for ax, (arm, by_seed) in zip(axes, trajectories.items()):
+        for i, (seed, alphas) in enumerate(by_seed.items()):
+            ax.plot(range(1, len(alphas) + 1), alphas, lw=1, color=f"C{i % 10}", label=f"seed {seed}")
+        ax.axhline(0.0, color="black", lw=0.5)
+        ax.axhline(alpha_init, color="grey", ls="--", lw=1, label=f"initial {alpha_init:g}")
+        ax.set(title=f"{arm}: the flow's α", xlabel="training step", ylabel="α")
+        ax.grid(alpha=0.3)
+    axes[-1].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig

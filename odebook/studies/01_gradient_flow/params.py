@@ -24,7 +24,8 @@ class GradientFlowParams(ODEHybridParams):
 
     defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 12, "looks": [3, 6, 9], "n_layer": 2, "ode_layers": [1]}
     groups: ClassVar = {"architecture": ("solver", "ode_steps"),
-                        "recall_task": ("mqar_keys", "mqar_pairs", "task_steps", "task_batch_size", "lr_grid")}
+                        "recall_task": ("mqar_keys", "mqar_pairs", "task_steps", "task_batch_size", "lr_grid",
+                                        "lr_extensions")}
 
     solver: str = spec("euler", choices=SOLVERS)
     ode_steps: int = spec(4, ge=1, le=256, help="fixed-grid steps over t in [0, 1] (ignored by dopri5)")
@@ -36,6 +37,9 @@ class GradientFlowParams(ODEHybridParams):
     lr_grid: list[float] = spec([5e-4, 1e-3, 2e-3], gt=0.0, le=1.0,
                                 help="learning rates tried per arm on the task, on a tuning seed apart from the "
                                      "confirmatory ones (lr is the WikiText section's)")
+    lr_extensions: int = spec(2, ge=0, help="times an arm whose chosen rate lies at an edge of what it tried trains "
+                                            "one grid step beyond it (study.lr_grid), so that the grid brackets "
+                                            "each arm's choice")
     lm_seeds: int = spec(3, ge=0, help="seeds of the WikiText section (descriptive); 0 = none")
     margin: float = spec(0.05, gt=0.0, help="non-inferiority margin, nats of test loss on the task's answers: the "
                                             "hybrid may be worse than the baseline by less than this; the gate asks "
@@ -64,24 +68,23 @@ class GradientFlowParams(ODEHybridParams):
 
     def runs(self, tok) -> list:
         """What the study runs (odebook.params.plan, for its budget): on MQAR, each arm's learning-rate grid on the
-        tuning seed, then every seed, each hybrid's test batches once more with its flow switched off; then every
-        arm of the WikiText section on ``lm_seeds`` seeds."""
+        tuning seed (with every extension it may take), then every seed; then every arm of the WikiText section on
+        ``lm_seeds`` seeds."""
         from odebook.data import mqar
         from odebook.params.plan import Runs, Work, evaluations, lm_work, mqar_batch
 
-        from .arms import gradient_flow_arms
+        from .arms import MQAR_ARMS, gradient_flow_arms
 
         vocab = mqar.Vocab(self.mqar_keys)
         batch = mqar_batch(vocab, self.task_batch_size, self.mqar_pairs, self.seq_len)
         valid = evaluations(self.task_steps, self.eval_interval) * self.eval_batches
         scored = 3 * self.eval_batches  # the test set, the accuracy at k and on unseen pairs
         out = []
-        for name, build in gradient_flow_arms(self.model_config(vocab.size), ("baseline", "hybrid", "null")).items():
-            off = self.eval_batches if name == "hybrid" else 0
+        for name, build in gradient_flow_arms(self.model_config(vocab.size), MQAR_ARMS).items():
             train = Work(self.task_steps, batch)
-            out += [Runs(name, build, len(self.lr_grid), (train, Work(valid, batch, train=False)), part="lr grid"),
-                    Runs(name, build, self.n_seeds, (train, Work(valid + scored + off, batch, train=False)),
-                         part="MQAR")]
+            out += [Runs(name, build, len(self.lr_grid) + self.lr_extensions, (train, Work(valid, batch, train=False)),
+                         part="lr grid"),
+                    Runs(name, build, self.n_seeds, (train, Work(valid + scored, batch, train=False)), part="MQAR")]
         text = gradient_flow_arms(self.model_config(tok.vocab_size))
         return out + [Runs(name, build, self.lm_seeds, lm_work(self, tok), part="WikiText")
                       for name, build in text.items() if self.lm_seeds]

@@ -21,7 +21,6 @@ import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ from unittest import mock
 from pathlib import Path
 from typing import Any
 
-from odebook.book import index, kernel, machine_load, processor, publish, report_page, wait_policy
+from odebook.book import index, kernel, machine_load, processor, publish, report_page, stops, wait_policy
 from odebook.book import notebook, reports, rerun
 from odebook.data.mirror import pin_data_dir
 from odebook.params import ParamError, Params, parse_settings, profile_chain
@@ -40,10 +39,6 @@ from odebook.training.runtime import device_name, resolve_device
 
 __all__ = ["Book", "RunResult", "run_book", "main"]
 
-EXIT_NOTEBOOK_FAILED = 1  # a notebook raised: the others ran, the failed one is rendered with its error
-EXIT_BAD_PARAMETERS = 2   # a parameter file, profile or notebook name is wrong, or it is already running: nothing ran
-EXIT_INTERRUPTED = 130    # Ctrl-C: the checkpoints written so far stay, the same command resumes
-EXIT_TERMINATED = 143     # SIGTERM (timeout, systemd, a SLURM pre-emption): handled as Ctrl-C is
 RUNNER_KEYS = ("output_dir",)  # set by the runner for every notebook; a profile file may not set them
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # colour codes in a kernel's traceback
 PACKAGES = ("torch", "torchdiffeq", "numpy", "scipy", "pandas", "matplotlib", "datasets", "tiktoken", "papermill",
@@ -179,6 +174,8 @@ def _execute(book: Book, profile: str, name: str, params: Params, overrides: dic
         error = f"cell [{err.exec_count}] raised {err.ename}: {err.evalue}"
         trace = ANSI.sub("", "\n".join(err.traceback))
     except Exception as err:  # a dead kernel, an unreadable notebook: record it, render what ran, go on
+        if stops.disk_full(err):
+            raise  # the half-written notebook cannot be read: stop the book there (main says so in one line)
         error = f"{type(err).__name__}: {err}"
     error = error or publish.unfinished(ipynb)  # a run that did not reach its last cell is never "ok"
     seconds = time.perf_counter() - t0
@@ -302,15 +299,6 @@ def clean(book: Book, profile: str) -> Path:
     return out
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the run is, so that it unwinds as Ctrl-C does: the kernel shut down, the staging folder
-    and the lock released, the published outputs and the checkpoints kept."""
-
-
-def _terminate(signum, frame) -> None:
-    raise Terminated
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m odebook.book.runner", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", help="notebook names, as notebooks/<name>.py (default: all)")
@@ -329,21 +317,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")  # papermill's per-cell INFO lines stay off
     logging.getLogger("traitlets").setLevel(logging.ERROR)  # nbconvert: "Alternative text is missing on N image(s)"
     logging.getLogger("papermill").addFilter(kernel.KnownSettingsPassed())
-    signal.signal(signal.SIGTERM, _terminate)
+    stops.on_sigterm()
     try:
         if args.clean:
             print(f"deleted {clean(Book.at(args.root), args.profile)}")
             return 0
         results = run_book(Book.at(args.root), args.profile, [*args.notebooks, *args.names.split()] or None,
                            args.fresh, parse_settings(args.settings))
-    except ParamError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_BAD_PARAMETERS
-    except KeyboardInterrupt as stop:
-        what = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
-        print(f"\n{what}; resume with the same command (finished runs and checkpoints are kept)", file=sys.stderr)
-        return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
-    return 0 if all(r.ok for r in results) else EXIT_NOTEBOOK_FAILED
+    except (ParamError, KeyboardInterrupt, OSError) as err:
+        return stops.report(err, Book.at(args.root).outputs)
+    return 0 if all(r.ok for r in results) else stops.EXIT_NOTEBOOK_FAILED
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from odebook.book import publish, runner, wait_policy
+from odebook.book import publish, runner, stops, wait_policy
 
 from test_runner import OK, OkParams, book  # noqa: F401  (the tiny book fixture)
 
@@ -48,7 +48,7 @@ def test_two_runs_at_once_one_is_refused_and_the_published_report_is_a_whole_run
         time.sleep(0.05)
     time.sleep(0.5)
     capsys.readouterr()
-    assert runner.main(argv) == runner.EXIT_BAD_PARAMETERS  # refused before it touched anything
+    assert runner.main(argv) == stops.EXIT_BAD_PARAMETERS  # refused before it touched anything
     err = capsys.readouterr().err
     assert f"already running (pid {first.pid}, since " in err and err.count("\n") == 1
     first.join(60)
@@ -138,8 +138,8 @@ SLEEPING = OK.replace('value = 1', 'checkpoint_dir = ""\nvalue = 1') + \
 
 
 @pytest.mark.parametrize("sig, code, line", [
-    ("SIGINT", runner.EXIT_INTERRUPTED, "interrupted"),
-    ("SIGTERM", runner.EXIT_TERMINATED, "terminated (SIGTERM)"),  # timeout, systemd, a SLURM pre-emption
+    ("SIGINT", stops.EXIT_INTERRUPTED, "interrupted"),
+    ("SIGTERM", stops.EXIT_TERMINATED, "terminated (SIGTERM)"),  # timeout, systemd, a SLURM pre-emption
 ])
 def test_ctrl_c_or_sigterm_in_a_running_notebook_ends_with_one_line_and_keeps_earlier_outputs(book, tmp_path, sig,
                                                                                               code, line):

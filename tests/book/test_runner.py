@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from odebook import params as params_mod
-from odebook.book import report_page, runner
+from odebook.book import report_page, runner, stops
 from odebook.params import Params, spec
 
 OK = '''# %% tags=["parameters"]
@@ -145,6 +145,31 @@ def test_unknown_notebook_and_missing_parameter_file_are_reported(book, capsys):
     assert "parameter file not found" in capsys.readouterr().err
 
 
+def test_a_full_disk_stops_the_book_with_one_line_and_keeps_what_was_published(book, capsys, monkeypatch):
+    """papermill writing its notebook onto a full disk (ENOSPC): one line naming the outputs folder and the free
+    space, exit 28, the earlier report untouched and no staging folder left."""
+    import errno
+
+    import papermill
+
+    root = str(book.notebooks.parent)
+    assert runner.main(["--root", root, "--profile", "smoke", "90_ok"]) == 0
+    before = (book.outputs / "smoke" / "90_ok" / "results.json").read_text()
+    capsys.readouterr()
+
+    def full(nb, path, **kwargs):
+        Path(path).write_text('{"cells": [')  # half written, as papermill leaves it
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(papermill, "execute_notebook", full)
+    assert runner.main(["--root", root, "--profile", "smoke", "--fresh", "90_ok"]) == stops.EXIT_DISK_FULL
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: the disk holding {book.outputs} is full (")
+    assert "MiB free; writing " in err[0] and "90_ok.ipynb failed): free some space" in err[0]
+    assert (book.outputs / "smoke" / "90_ok" / "results.json").read_text() == before
+    assert not [p for p in (book.outputs / "smoke").iterdir() if p.name.startswith(".") and p.is_dir()]
+
+
 # -- names that become paths ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("profile", ["/tmp/elsewhere", "../notebooks", "smoke/..", "", "nope"])
 def test_a_profile_must_be_a_folder_name_under_params(book, capsys, tmp_path, profile):
@@ -152,8 +177,8 @@ def test_a_profile_must_be_a_folder_name_under_params(book, capsys, tmp_path, pr
     victim.mkdir(exist_ok=True)
     (victim / "keep.txt").write_text("mine")
     root = str(book.notebooks.parent)
-    assert runner.main(["--root", root, "--profile", profile, "90_ok"]) == runner.EXIT_BAD_PARAMETERS
-    assert runner.main(["--root", root, "--profile", profile, "--clean"]) == runner.EXIT_BAD_PARAMETERS
+    assert runner.main(["--root", root, "--profile", profile, "90_ok"]) == stops.EXIT_BAD_PARAMETERS
+    assert runner.main(["--root", root, "--profile", profile, "--clean"]) == stops.EXIT_BAD_PARAMETERS
     err = capsys.readouterr().err
     assert f"profile {profile!r}: not a folder of" in err and "known profiles: cpu, smoke" in err
     assert (victim / "keep.txt").read_text() == "mine" and (book.notebooks / "90_ok.py").is_file()

@@ -66,6 +66,7 @@ def test_loss_relevant_error_and_the_crossover():
     assert 1e-6 < cross < 1e-5
     assert curvature.evaluations_to_reach(t, "dopri5", cross) < curvature.evaluations_to_reach(t, "rk4", cross)
     assert math.isnan(curvature.crossover(t, 1e-2, 3e-5))
+    assert math.isnan(curvature.crossover(t, 1e-2, 2e-2))  # nothing of the range resolved
 
 
 def _read(rk4, dopri5, midpoint=None, *, e_loss=1e-3, felt=(True, True)):

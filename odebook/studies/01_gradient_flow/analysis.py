@@ -69,9 +69,9 @@ def calibrated_claims(margin: float, *, candidate: str = "hybrid", reference: st
     arms = [reference, candidate, null, *([control] if control else []), *others]
     answers = Claim(f"learned: the {reference} answers above the shortcut by more than {LEARNED_ACCURACY:g}",
                     "learned", LEARNED_ACCURACY, "higher", "accuracy", parts=(_answers(reference),))
-    finished = {a: Claim(f"learned: the {a} arm finished learning (validation loss fell by less than {margin:g} {units} "
-                         "over the last quarter of its steps)", "learned", margin, "lower", units, parts=(_fall(a),))
-                for a in arms}
+    finished = {a: Claim(f"learned: the {a} arm finished learning (validation loss fell by less than {margin:g} "
+                         f"{units} over the last quarter of its steps)", "learned", margin, "lower", units,
+                         parts=(_fall(a),)) for a in arms}
     gate = Claim(GATE, "gate", margin, "higher", units, parts=(f"{null} − {reference}",))
     rest = (answers.name, *(finished[a].name for a in (reference, candidate, null)), GATE)
     ni = Claim(f"{candidate} non-inferior to the {reference}", "non-inferiority", margin, "lower", units,

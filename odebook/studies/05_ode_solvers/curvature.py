@@ -120,7 +120,10 @@ def loss_relevant_error(table: pd.DataFrame, tolerance: float) -> tuple[float, f
 
 def crossover(table: pd.DataFrame, loosest: float, tightest: float) -> float:
     """The loosest error between ``loosest`` and ``tightest`` (on a grid of CROSSOVER_POINTS a decade) at which
-    dopri5 needs fewer evaluations than rk4; NaN when rk4 needs no more than dopri5 over the whole range."""
+    dopri5 needs fewer evaluations than rk4; NaN when rk4 needs no more than dopri5 over the whole range, or when
+    the range is empty (``tightest`` not below ``loosest``: the table resolves none of it)."""
+    if not tightest < loosest:
+        return math.nan
     decades = math.log10(loosest / tightest)
     for e in np.logspace(math.log10(loosest), math.log10(tightest), round(decades * CROSSOVER_POINTS) + 1):
         if evaluations_to_reach(table, "dopri5", e) < evaluations_to_reach(table, "rk4", e):

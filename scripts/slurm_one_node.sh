@@ -5,13 +5,21 @@
 # Usage (as root): scripts/slurm_one_node.sh [start|stop]
 set -euo pipefail
 what="${1:-start}"
-stop() {
-  pkill -x slurmd || true; pkill -x slurmctld || true; pkill -x munged || true
+PIDFILES=(/run/slurmd.pid /run/slurmctld.pid /run/munge/munged.pid)  # the daemons this script starts, and only those
+any_alive() { local p; for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+stop() {  # by their pid files: never a process of the same name that another user or service started
+  local pids=() f pid
+  for f in "${PIDFILES[@]}"; do
+    pid="$(cat "$f" 2>/dev/null || true)"
+    [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && pids+=("$pid")
+  done
+  [[ ${#pids[@]} -gt 0 ]] || return 0
+  kill "${pids[@]}" 2>/dev/null || true
   for _ in $(seq 1 20); do
-    pgrep -x slurmd >/dev/null || pgrep -x slurmctld >/dev/null || pgrep -x munged >/dev/null || return 0
+    any_alive "${pids[@]}" || return 0
     sleep 0.5
   done
-  pkill -9 -x slurmd || true; pkill -9 -x slurmctld || true; pkill -9 -x munged || true
+  kill -9 "${pids[@]}" 2>/dev/null || true
 }
 if [[ "$what" == stop ]]; then
   stop
@@ -54,7 +62,7 @@ fi
 chown -R root:root /etc/munge /run/munge /var/lib/munge /var/log/munge  # munged runs as root here, as slurm does
 chmod 0400 /etc/munge/munge.key
 stop  # daemons of an earlier start read an older configuration: start afresh
-munged --force
+munged --force --pid-file=/run/munge/munged.pid
 slurmctld
 slurmd
 for _ in $(seq 1 30); do

@@ -87,6 +87,30 @@ def test_each_primary_has_a_negative_control_on_a_trained_arm_without_the_flows_
     assert blind["negative control: the tokenwise arm non-inferior to the baseline"] == "held"
 
 
+def test_the_source_initialisation_is_described_beside_the_claims_and_no_primary_rests_on_it():
+    claims = calibrated.calibrated_claims(0.05, control="tokenwise", source="hybrid_source")
+    described = [c.name for c in claims if c.kind == "descriptive"]
+    assert described == ["the source's initialisation: hybrid_source − hybrid",
+                         "the source's initialisation: hybrid_source − null"]
+    source_gate = next(c.name for c in claims if c.kind == "learned" and "hybrid_source" in c.name)
+    assert not any(source_gate in c.rests_on for c in claims)
+    assert ("hybrid_source", "null") in calibrated.comparisons(claims)
+
+
+def test_the_source_arm_is_the_hybrid_at_the_sources_alpha_and_only_where_the_profile_starts_elsewhere():
+    from odebook.models.arms import HybridConfig
+
+    arms01 = studies.load("01_gradient_flow").arms
+    cfg = HybridConfig(vocab_size=32, d_model=16, n_layer=2, n_head=2, max_seq_len=8, ode_layers=(1,),
+                       solver="euler", steps=2, sensitivity="direct", rtol=1e-3, atol=1e-4, control_dim=2,
+                       alpha_init=1.0)
+    arms = arms01.mqar_arms(cfg)
+    assert list(arms) == ["baseline", "hybrid", "null", "tokenwise", "hybrid_source"]
+    assert arms["hybrid_source"]().blocks[1].field.alpha.item() == pytest.approx(arms01.SOURCE_ALPHA)
+    assert arms["hybrid"]().blocks[1].field.alpha.item() == 1.0 and arms["tokenwise"]().blocks[1].field.attn is None
+    assert "hybrid_source" not in arms01.mqar_arms(cfg.replace(alpha_init=arms01.SOURCE_ALPHA))
+
+
 def test_comparisons_leave_out_the_learned_gates_and_differences_follow_the_declared_claims():
     claims = calibrated.calibrated_claims(0.1, others={"shared": "shared"})
     assert calibrated.comparisons(claims) == [("null", "baseline"), ("hybrid", "baseline"), ("hybrid", "null"),

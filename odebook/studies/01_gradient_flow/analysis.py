@@ -59,14 +59,16 @@ def _fall(arm: str) -> str:
 
 
 def calibrated_claims(margin: float, *, candidate: str = "hybrid", reference: str = "baseline", null: str = "null",
-                      control: str = "", others: Mapping[str, str] = {}, units: str = "nats") -> list[Claim]:
+                      control: str = "", source: str = "", others: Mapping[str, str] = {}, units: str = "nats"
+                      ) -> list[Claim]:
     """The learned gates (the reference answers the task; every arm finished learning), the calibration gate, the two
-    primary claims (each followed by its negative control on the ``control`` arm, if named) and a secondary claim per
-    ``others`` arm (name → how the claim calls it), every comparison a paired difference a − b of test losses named
-    ``"a − b"`` (``comparisons``)."""
+    primary claims (each followed by its negative control on the ``control`` arm, if named), a secondary claim per
+    ``others`` arm (name → how the claim calls it) and, for a ``source`` arm (the candidate as the source initialised
+    it), two descriptive rows: it against the candidate and against the null arm. Every comparison is a paired
+    difference a − b of test losses named ``"a − b"`` (``comparisons``)."""
     if not margin > 0:
         raise ValueError(f"the margin must be positive ({units}), got {margin!r}")
-    arms = [reference, candidate, null, *([control] if control else []), *others]
+    arms = [reference, candidate, null, *([control] if control else []), *([source] if source else []), *others]
     answers = Claim(f"learned: the {reference} answers above the shortcut by more than {LEARNED_ACCURACY:g}",
                     "learned", LEARNED_ACCURACY, "higher", "accuracy", parts=(_answers(reference),))
     finished = {a: Claim(f"learned: the {a} arm finished learning (validation loss fell by less than {margin:g} "
@@ -83,7 +85,9 @@ def calibrated_claims(margin: float, *, candidate: str = "hybrid", reference: st
                             rests_on=(*rest, finished[control].name))
         for claim, b, what in ((ni, reference, f"non-inferior to the {reference}"),
                                (beats, null, f"beats the {null} arm"))]
-    return [answers, *finished.values(), gate, ni, beats, *controls,
+    described = [Claim(f"the source's initialisation: {source} − {b}", "descriptive", units=units, primary=False,
+                       parts=(f"{source} − {b}",)) for b in (candidate, null) if source]
+    return [answers, *finished.values(), gate, ni, beats, *controls, *described,
             *[Claim(f"{candidate} beats {label}", "superiority", margin, "lower", units, primary=False,
                     rests_on=(*rest, finished[arm].name), parts=(f"{candidate} − {arm}",))
               for arm, label in others.items()]]

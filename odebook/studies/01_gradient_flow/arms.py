@@ -1,7 +1,8 @@
 """Study 01's arms from one hybrid configuration (odebook.models.arms.HybridConfig): the baseline GPT, the ODE hybrid,
 the controls that make "as good as the baseline" mean something — the baseline with the replaced layers removed
 (``null``) and the hybrid whose flow has no attention (``tokenwise``: it cannot move information between tokens) —
-and, on WikiText only, one weight-shared discrete block applied as many times as the ODE evaluates its field
+the hybrid at the source's initial α (``hybrid_source``, where the profile starts the flow elsewhere) and, on
+WikiText only, one weight-shared discrete block applied as many times as the ODE evaluates its field
 (``shared``). ``layer_groups`` splits any arm's parameters by position, so gradient norms compare across arms."""
 
 from __future__ import annotations
@@ -13,16 +14,24 @@ from torch import nn
 from odebook.models.arms import HybridConfig
 from odebook.models.lm import LM
 
-__all__ = ["ARMS", "MQAR_ARMS", "gradient_flow_arms", "layer_groups"]
+__all__ = ["ARMS", "SOURCE_ALPHA", "gradient_flow_arms", "mqar_arms", "layer_groups"]
 
 
 ARMS = ("baseline", "hybrid", "null", "shared")  # the WikiText section's
-MQAR_ARMS = ("baseline", "hybrid", "null", "tokenwise")  # the claims'
+SOURCE_ALPHA = 0.1  # the source's initial output scale of the flow
 
 
 def gradient_flow_arms(config: HybridConfig, arms: Sequence[str] = ARMS) -> dict[str, Callable[[], LM]]:
     """Study 01's models by name (the module docstring; HybridConfig builds each)."""
-    return {arm: getattr(config, arm) for arm in arms}
+    return {arm: config.replace(alpha_init=SOURCE_ALPHA).hybrid if arm == "hybrid_source" else getattr(config, arm)
+            for arm in arms}
+
+
+def mqar_arms(config: HybridConfig) -> dict[str, Callable[[], LM]]:
+    """The arms of the claims: baseline, hybrid, null, tokenwise, and hybrid_source where ``config`` starts the flow
+    at another α than the source's."""
+    source = ("hybrid_source",) if config.alpha_init != SOURCE_ALPHA else ()
+    return gradient_flow_arms(config, ("baseline", "hybrid", "null", "tokenwise", *source))
 
 
 def layer_groups(model: LM, replaced: range) -> dict[str, list[nn.Parameter]]:

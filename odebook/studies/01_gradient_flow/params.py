@@ -22,7 +22,8 @@ class GradientFlowParams(ODEHybridParams):
     Defaults are the t4 profile: the source's width and block, 2 layers with layer 1 replaced (the notebook says
     why)."""
 
-    defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 12, "looks": [3, 6, 9], "n_layer": 2, "ode_layers": [1]}
+    defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 12, "looks": [3, 6, 9], "n_layer": 2, "ode_layers": [1],
+                                             "alpha_init": 1.0}
     groups: ClassVar = {"architecture": ("solver", "ode_steps"),
                         "recall_task": ("mqar_keys", "mqar_pairs", "task_steps", "task_batch_size", "lr_grid",
                                         "lr_extensions")}
@@ -32,7 +33,7 @@ class GradientFlowParams(ODEHybridParams):
     mqar_keys: int = spec(16, ge=4, help="the primaries' task, multi-query associative recall (odebook.data.mqar): "
                                          "keys (and as many values)")
     mqar_pairs: int = spec(4, ge=1, help="key-value pairs per sequence, each asked once (on seq_len tokens)")
-    task_steps: int = spec(1000, ge=1, help="training steps of every arm on the task")
+    task_steps: int = spec(2000, ge=1, help="training steps of every arm on the task")
     task_batch_size: int = spec(32, ge=1)
     lr_grid: list[float] = spec([5e-4, 1e-3, 2e-3], gt=0.0, le=1.0,
                                 help="learning rates tried per arm on the task, on a tuning seed apart from the "
@@ -73,14 +74,14 @@ class GradientFlowParams(ODEHybridParams):
         from odebook.data import mqar
         from odebook.params.plan import Runs, Work, evaluations, lm_work, mqar_batch
 
-        from .arms import MQAR_ARMS, gradient_flow_arms
+        from .arms import gradient_flow_arms, mqar_arms
 
         vocab = mqar.Vocab(self.mqar_keys)
         batch = mqar_batch(vocab, self.task_batch_size, self.mqar_pairs, self.seq_len)
         valid = evaluations(self.task_steps, self.eval_interval) * self.eval_batches
         scored = 3 * self.eval_batches  # the test set, the accuracy at k and on unseen pairs
         out = []
-        for name, build in gradient_flow_arms(self.model_config(vocab.size), MQAR_ARMS).items():
+        for name, build in mqar_arms(self.model_config(vocab.size)).items():
             train = Work(self.task_steps, batch)
             out += [Runs(name, build, len(self.lr_grid) + self.lr_extensions, (train, Work(valid, batch, train=False)),
                          part="lr grid"),

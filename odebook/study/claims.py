@@ -48,8 +48,8 @@ import numpy as np
 from odebook.study import power as pw
 from odebook.study.stats import NEEDS, Interval, Verdict, holm, mean_ci, t_test_p
 
-__all__ = ["KINDS", "DIRECTIONS", "Claim", "negative_control", "PartTest", "p_values", "part_test", "seeds_needed",
-           "Settled", "settle", "declaration", "paired"]
+__all__ = ["KINDS", "GATES", "DIRECTIONS", "Claim", "negative_control", "PartTest", "p_values", "part_test",
+           "seeds_needed", "Settled", "settle", "declaration", "paired"]
 
 KINDS = ("superiority", "equivalence", "non-inferiority", "exceeds", "gate", "learned", "descriptive")
 GATES = ("gate", "learned")  # the kinds a claim may rest on

@@ -89,14 +89,15 @@ def _effect_text(v: dict) -> str:
         for i, e in enumerate(found, 1):
             if e.low is not None and e.high is not None and abs(e.mean) < 1e-9 * (e.high - e.low):
                 e = e._replace(mean=0.0)  # rounding noise of a zero mean ("-1.85e-17") reads as 0
-            name = f"{e.comparison or f'part {i}'}: " if many else ""
             ratio = e.label == "log(a/b)"  # a ratio reads in its own units: a/b = 0.996× rather than its log
+            named = " − " in e.comparison and not ratio  # "hybrid − baseline = 0.77" names its a and b
+            name = f"{e.comparison or f'part {i}'}: " if many and not named else ""
             show = (lambda x: None if x is None else math.exp(x)) if ratio else (lambda x: x)
             unit = "×" if ratio else f" {units}" if units else ""
             interval = f" [{_g(show(e.low))}, {_g(show(e.high))}]" if e.low is not None and e.high is not None \
                 else " (no interval)"
-            parts.append(f"{name}{'a/b' if ratio else e.label} = {_g(show(e.mean))}"
-                         f"{interval}{unit}")
+            label = e.comparison if named else "a/b" if ratio else e.label
+            parts.append(f"{name}{label} = {_g(show(e.mean))}{interval}{unit}")
         n = sorted({e.n for e in found})
         return "; ".join(parts) + f", n = {'/'.join(map(str, n))}"
     first = re.split(r";| — ", v.get("evidence", ""), maxsplit=1)[0].strip()

@@ -66,6 +66,18 @@ def test_the_front_page_renders_each_declared_claim_as_one_sentence_primaries_fi
     assert "primary, Holm over 2" in stats
 
 
+def test_an_effect_whose_comparison_names_its_arms_reads_with_them_not_a_and_b():
+    named = {"claim": "hybrid non-inferior to the baseline", "verdict": "not held", "units": "nats",
+             "effects": [{"comparison": "hybrid − baseline", "mean": 0.7692, "low": 0.3493, "high": 1.189, "n": 9}]}
+    assert findings.sentence(named) == ("hybrid non-inferior to the baseline — not held: "
+                                        "hybrid − baseline = 0.769 [0.349, 1.19] nats, n = 9")
+    both = {**named, "effects": [{"comparison": "ti_mlp − standard", "mean": -0.0468, "low": -0.058, "high": -0.036,
+                                  "n": 12}, {"comparison": "ti_mlp − tong", "mean": 0.0037, "low": -0.0084,
+                                             "high": 0.0159, "n": 12}]}
+    assert findings.sentence(both).endswith(": ti_mlp − standard = -0.0468 [-0.058, -0.036] nats; "
+                                            "ti_mlp − tong = 0.0037 [-0.0084, 0.0159] nats, n = 12")
+
+
 def test_an_old_form_verdict_reads_its_effect_from_its_evidence(tmp_path):
     old = [{"claim": "within 10% of the baseline", "verdict": "held", "scale": SCALE,
             "evidence": "mean log(a/b) = -0.004095 [-0.01888, 0.01069] (n = 3) vs +0.09531, paired t = -28.9"},

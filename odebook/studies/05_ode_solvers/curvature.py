@@ -100,9 +100,10 @@ def evaluations_to_reach(table: pd.DataFrame, solver: str, error: float) -> floa
         return math.nan
     if error >= err[0]:
         return float(nfe[0])
-    i = int(np.argmax(err <= error)) if (err <= error).any() else None
-    if i is None:
+    reached = np.flatnonzero(err <= error)
+    if not len(reached):
         return math.inf
+    i = int(reached[0])
     f = (math.log(error) - math.log(err[i - 1])) / (math.log(err[i]) - math.log(err[i - 1]))
     return float(math.exp(math.log(nfe[i - 1]) + f * (math.log(nfe[i]) - math.log(nfe[i - 1]))))
 
@@ -169,29 +170,27 @@ def verdicts(read: pd.DataFrame, *, loss_tolerance: float, scale: str = "") -> l
     wins when it needs fewer evaluations than dopri5 on every flow, loses when on none. Held when it wins at every
     tested curvature; not held when it loses at one; else inconclusive."""
     curvatures = list(read.groupby("curvature"))
-
-    def tested(solver: str) -> list[float]:
-        why = counted(read, solver)
-        return [c for c, g in curvatures if (why[g.index] == "").all()]
+    why = {s: counted(read, s) for s in ("rk4", "midpoint")}
+    tested = {s: [c for c, g in curvatures if (why[s][g.index] == "").all()] for s in why}
 
     def at(c: float, g: pd.DataFrame, solver: str) -> str:
         head = f"×{c:g} (loss-relevant error {g['loss-relevant error'].median():.2g})"
-        if c not in tested(solver):
-            return f"{head}: not tested — {'; '.join(sorted(set(counted(g, solver)) - {''}))}"
+        if c not in tested[solver]:
+            return f"{head}: not tested — {'; '.join(sorted(set(why[solver][g.index]) - {''}))}"
         return (f"{head}: {solver} {g[f'{solver} evaluations'].median():.3g}, dopri5 "
                 f"{g['dopri5 evaluations'].median():.3g} evaluations")
 
     kind = (f"evaluations to reach the error of H(1) at which the held-out loss moves by {loss_tolerance:g} nats, "
             "read off the work–precision tables (median over flows shown; the test is on every flow)")
     out = [Verdict("gate: the loss feels rk4's cheapest setting at a curvature the reference resolves",
-                   "held" if tested("rk4") else "not held", "; ".join(at(c, g, "rk4") for c, g in curvatures),
+                   "held" if tested["rk4"] else "not held", "; ".join(at(c, g, "rk4") for c, g in curvatures),
                    scale, "gate: single measurement per flow", "gate")]
     for solver, claim in (("rk4", "at the accuracy the loss can feel, RK4 needs fewer evaluations than dopri5"),
                           ("midpoint", "negative control: at the accuracy the loss can feel, midpoint (second order) "
                                        "needs fewer evaluations than dopri5")):
         wins = {c: (g[f"{solver} evaluations"] < g["dopri5 evaluations"]) for c, g in curvatures
-                if c in tested(solver)}
-        outcome = ("not testable at this scale" if not wins or not tested("rk4")
+                if c in tested[solver]}
+        outcome = ("not testable at this scale" if not wins or not tested["rk4"]
                    else "held" if all(w.all() for w in wins.values())
                    else "not held" if any(not w.any() for w in wins.values()) else "inconclusive")
         role = "primary, every trained flow at every tested curvature" if solver == "rk4" else "negative control"

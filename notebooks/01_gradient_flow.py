@@ -290,7 +290,7 @@ notebook.save_figure(study.figures.loss_and_gradients(runs, list(builders)), out
 # batches); geometric mean over seeds with its 95 % interval.
 
 # %%
-alphas = calibrated.learned_alphas(runs, cfg)
+alphas = calibrated.learned_alphas(runs)
 trajectories = {arm: calibrated.alpha_trajectories(runs, arm=arm) for arm in builders
                 if arm not in ("baseline", "null")}
 notebook.save_figure(study.figures.alpha_trajectories(trajectories, alpha_init=p.alpha_init), out, "alpha")

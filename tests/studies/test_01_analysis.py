@@ -170,7 +170,6 @@ def test_the_results_table_puts_each_arms_mean_recall_accuracy_beside_the_summar
 
 
 def test_each_arm_is_grouped_around_its_own_span_and_the_alphas_are_read_in_seed_order():
-    import torch
 
     from odebook.models.arms import HybridConfig
     from odebook import studies
@@ -189,12 +188,10 @@ def test_each_arm_is_grouped_around_its_own_span_and_the_alphas_are_read_in_seed
             [id(p) for p in got[g]] == [id(p) for p in want[g]] for g in got), arm
     assert "replaced" not in groups("null", cfg.null()) and len(groups("hybrid", cfg.hybrid())["after"]) > 0
 
-    def run(seed, alpha):
-        model = cfg.hybrid()
-        with torch.no_grad():
-            model.blocks[1].field.alpha.fill_(alpha)
-        return Run("hybrid", seed, 0, History(), 0.0, model, 0, float("nan"), None)
+    def run(seed, alpha):  # α as the training loop recorded it, its last value where training ended
+        return Run("hybrid", seed, 0, History(scalars={"blocks.1.field.alpha": [0.5, alpha]}), 0.0, cfg.hybrid(), 0,
+                   float("nan"), None)
 
     runs = [run(2, 0.3), run(0, 0.1), run(1, -0.2), Run("baseline", 0, 0, History(), 0.0, cfg.baseline(), 0,
                                                            float("nan"), None)]
-    assert calibrated.learned_alphas(runs, cfg) == pytest.approx([0.1, -0.2, 0.3])
+    assert calibrated.learned_alphas(runs) == pytest.approx([0.1, -0.2, 0.3])

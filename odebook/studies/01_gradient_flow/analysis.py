@@ -158,16 +158,16 @@ def gradient_groups(cfg: HybridConfig) -> Callable[[str, torch.nn.Module], dict[
     return groups
 
 
-def learned_alphas(runs: Sequence[Run], cfg: HybridConfig, *, arm: str = "hybrid") -> list[float]:
-    """Per seed, in seed order, the output scale α that ``arm``'s ODE block ended training with."""
-    span = f"blocks.{cfg.replaced_blocks(arm).start}"
-    return [r.module.get_submodule(span).field.alpha.item() for r in by_seed(runs, arm, lambda r: r)]
-
-
 def alpha_trajectories(runs: Sequence[Run], *, arm: str = "hybrid") -> dict[int, list[float]]:
     """Per seed, ``arm``'s flow output scale α after every training step (the History's record of it)."""
     return {r.seed: next(v for k, v in r.history.scalars.items() if k.endswith("field.alpha"))
             for r in sorted(runs, key=lambda r: r.seed) if r.model == arm}
+
+
+def learned_alphas(runs: Sequence[Run], *, arm: str = "hybrid") -> list[float]:
+    """Per seed, in seed order, the output scale α that ``arm``'s ODE block ended training with (the last of its
+    ``alpha_trajectories``)."""
+    return [alphas[-1] for alphas in alpha_trajectories(runs, arm=arm).values()]
 
 
 def gradient_ratios(runs: Sequence[Run], *, arm: str = "hybrid", reference: str = "baseline") -> pd.DataFrame:

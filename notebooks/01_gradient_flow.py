@@ -156,6 +156,7 @@ elif importlib.util.find_spec("odebook") is None:
 seed = 0
 n_seeds = 12
 looks = [3, 6, 9]
+tuning_seeds = 1
 # the model: the source's block and flow, 2 layers with layer 1 replaced (see Departures)
 architecture = {"n_head": 4, "max_seq_len": 64, "n_layer": 2, "d_model": 256, "ode_layers": [1],
                 "sensitivity": "direct", "rtol": 1e-3, "atol": 1e-4, "control_dim": 4, "alpha_init": 1.0,
@@ -243,10 +244,10 @@ if len(design):
 
 # %% [markdown]
 # ## Runs: a learning rate per arm, then the seeds a look at a time
-# Each arm trains on a seed of its own (`p.seed_plan.tuning`, past the last confirmatory seed) at every rate of
-# `lr_grid`; the lowest final validation loss chooses. The same grid, steps and batches for every arm; an arm whose
-# choice lies at an edge of what it tried trains one grid step beyond it, up to `lr_extensions` times, so that each
-# grid brackets its choice (a choice still at an edge is flagged untuned: odebook.study.lr_grid). Then every arm at
+# Each arm trains on `tuning_seeds` seeds of their own (`p.seed_plan.tuning`, past the last confirmatory seed) at every
+# rate of `lr_grid`; the lowest mean final validation loss chooses. The same grid, steps and batches for every arm; an
+# arm whose choice lies at an edge of what it tried trains one grid step beyond it, up to `lr_extensions` times, so that
+# each grid brackets its choice (a choice still at an edge is flagged untuned: odebook.study.lr_grid). Then every arm at
 # its rate; after each look the primaries are examined (odebook.study.looks), and the study stops once both have
 # stopped, or once a gate every primary rests on has failed.
 

@@ -20,60 +20,52 @@
 # one set of base weights across depth and modulating it with a small function of depth t — W_eff(t) = W_base ⊙
 # σ(MLP(t)) — beats both a plain transformer and Tong's fully time-dependent weights with far fewer parameters
 # (its table: by ≈ 0.136 and ≈ 0.105 nats), that the time dependence is what helps, and that its state-space variant
-# is best of all. Its code let attention see future tokens, had no positional embeddings and built its "standard"
-# baseline from hypernetwork blocks. Here every model is causal (tested), has learned positional embeddings and goes
-# through the same LM assembly; the baseline is a plain transformer. The arms — `standard`, `tong`, `ti_mlp`,
-# `ti_mlp_full`, `ti_ssm`, `ti_mlp_constant` (t held fixed), `ti_mlp_dt`, `ode_shared` and `ti_mlp_twin` (the null
-# arm) — are declared once, each with what it is, in this study's `arms` module; the table below the parameters shows
-# those the profile trains.
+# is best of all. The arms — `standard`, `tong`, `ti_mlp`, `ti_mlp_full`, `ti_ssm`, `ti_ssm_memoryless` (the SSM
+# without its state), `ti_mlp_constant` (t held fixed), `ti_mlp_dt`, `ode_shared` and `ti_mlp_twin` (the null arm) —
+# are declared once, each with what it is, in this study's `arms` module; the table below the parameters shows those
+# the profile trains.
 #
 # **Claims, declared before the runs** (the table below the parameters prints them with their margins): (1) the
 # TI-MLP beats both the standard transformer and Tong's model (one intersection–union claim: both parts must hold);
 # (2) time dependence changes the loss — the TI-MLP against the same model with t held fixed, one two-sided decision
 # at ±`margin`: *held* says on which side (helps or hurts), *not held* says the difference lies within ±margin
-# (equivalent), and an undecided one prints the seeds it needs; (3) the SSM beats the TI-MLP. Each primary stands
-# beside its **negative control**, the same test on a case built to fail, which should come out not held: for (1)
-# and (2) the TI-MLP's twin in place of the arm that should make the difference (a comparison with no true
-# difference), for (3) the trained SSM model with its SSM branch switched off at test. The sources' own numbers are
-# placed against the book's intervals as declared secondary claims: the seed's 0.136-nat and 0.105-nat gains of the
-# TI-MLP over the standard model and Tong, and the fork's 0.013-nat gain from time dependence (below). Margins are
-# in nats of test loss. Speed is measured as timing (interleaved steps), outside the loss claims.
+# (equivalent), and an undecided one prints the seeds it needs; (3) the SSM beats the TI-MLP. Each primary rests on a
+# **learned gate** for every arm it compares — the arm's test loss lies below that of a unigram model (the train split's
+# token frequencies) by more than 0.1 nats in every seed — and stands beside its **negative control**, a trained arm
+# that differs only in what the claim is about and should come out not held: for (1) and (2) the TI-MLP's twin (another
+# initial draw) in place of the arm that should make the difference; for (3) `ti_ssm_memoryless`, the SSM trained
+# without its state (each token reads only itself), so that a win of (3) is the state's and not that of the branch's
+# extra gates and projections. The sources' own numbers are placed beside the book's intervals as descriptive rows that
+# say what differs between their measurement and ours (below). Margins are in nats of test loss. Speed is measured as
+# timing (interleaved steps), outside the loss claims.
 #
-# **Fair comparison.** Same batches for every model of a seed; the learning rate is chosen *per model* on the
-# validation split (a tuning seed of its own, never a confirmatory one) from the same factor-2 grid `lr_grid`,
-# extended one step past the edge a model chose, at most `lr_extensions` times, so that every model's rate ends
-# bracketed by its neighbours at half and twice — the same tuning rule and resolution for every arm, the twin
-# included; a model still at an edge is flagged *untuned*, and a claim resting on it says so. The TI-MLP, its twin and
-# constant modulation — one architecture but for what the claims test — share one rate chosen on their mean (below),
-# so a difference between them is not a difference of rates. Every seed then trains
-# at the chosen rate; the test split is scored once per run at the end and carries the verdicts. Seeds share the
+# **Fair comparison.** Same batches for every model of a seed, and **one tuning rule for every arm**: each model trains
+# at every rate of the factor-2 grid `lr_grid` on `tuning_seeds` seeds of their own (never a confirmatory one), the
+# lowest mean final validation loss chooses, and a choice at an edge extends the grid one step, at most
+# `lr_extensions` times, so that every rate ends bracketed by its neighbours at half and twice (a model still at an
+# edge is flagged *untuned*, and a claim resting on it says so). The TI-MLP, its twin and constant modulation — one
+# architecture but for what the claims test — share one rate, chosen by the same rule on their mean, so a difference
+# between them is not a difference of rates. The earlier report's one-standard-error rule, which moved flat-curved arms
+# to slower rates, is shown beside as a sensitivity row (primary 1 re-run at the rates it chooses). Every seed then
+# trains at the chosen rate; the test split is scored once per run at the end and carries the verdicts. Seeds share the
 # batch stream across models, so comparisons are paired across seeds; the seeds come in looks (study.looks): the
 # study stops adding seeds once every primary claim has stopped.
 #
 # **Scale (read every verdict with it).** The cpu profile trains d 64, 6 depth steps, 250 steps of 16 × 64 bytes —
 # about 2.4 % of one epoch of WikiText-2. Its loss claims measure *early learning speed*, not converged quality; an
-# "implicit regularisation" effect of sharing cannot show at this scale, and the sources' magnitudes, measured at
-# d 256 after 1000 steps of 8 × 128 bytes (the t4 profile, still well under an epoch), are placed against intervals
-# from a smaller model earlier in training: "excluded" there reads "not reproduced at this scale".
+# "implicit regularisation" effect of sharing cannot show at this scale. The sources measured at d 256 (the t4 profile's
+# scale; their tokens below).
 #
-# **What the sources say, and where they disagree.** The seed text lists the constant-modulation ablation as future
-# work, unchecked; the fork's repository reports it later (zaphrode/qkvflow, `ABLATION_T0_FINDINGS.md`: best
-# validation loss 2.3698 with t varying against 2.3829 at t = 0, a 0.013-nat gain, "+0.55 %", from one seed at lr
-# 3e-4, "gain primarily from the adapter structure"). The seed's table calls its losses validation losses; the fork's
-# comparison script (`scripts/compare_vs_tong_neuralode.py`, `load_wikitext2`) reads `test.txt` and builds its
-# "valid" batches from it, reporting the minimum over evaluations: the test split, selected on. The seeds disagree on
-# the SSM: seed 001 calls it "Mamba-style selective", while seed 002's pseudocode and the fork's code
-# (`scripts/test_time_indexed_ssm.py`, whose `_get_params` reads A, B, C, Δ off the depth embedding alone) make it
-# input-independent.
-#
-# **Departures from the sources (stated).** Our SSM is selective (input-dependent), as Mamba — claim (3) is about our
-# SSM variant, which the code-level source did not build. The source's time-indexed MLP used Tong's temporal
-# LayerNorms and Tong's code gives each time-dependent linear its own time MLP; both are options here (`norm:
-# temporal`, `tong_time_mlp: per_linear`) — the parameters below say which this run used (default: static LayerNorms
-# and one shared time MLP, so `tong` here is lighter than Tong's code). Tong et al. integrate with dt = 1/L from t =
-# dt; the published TI models add f without dt (x + f), which we keep (`ti_mlp_dt` is the dt-scaled variant). Constant
-# modulation here holds t at 1/2 at every step (the middle of the trained depths), the fork's at t = 0. The test split
-# is scored once, after training, at a rate chosen on validation.
+# **Departures from the sources (stated).** Every model here is causal (tested), has learned positional embeddings and
+# goes through one LM assembly; the baseline is a plain transformer (the source's code let attention see future tokens,
+# had no positional embeddings and built its "standard" from hypernetwork blocks). Our SSM is selective
+# (input-dependent), as Mamba — claim (3) is about our SSM variant, which the code-level source did not build. The
+# source's TI-MLP used Tong's temporal LayerNorms and Tong's code gives each time-dependent linear its own time MLP;
+# both are options (`norm: temporal`, `tong_time_mlp: per_linear`; default: static LayerNorms and one shared time MLP,
+# so `tong` here is lighter than Tong's code). Tong et al. integrate with dt = 1/L from t = dt; the published TI models
+# add f without dt (x + f), which we keep (`ti_mlp_dt` is the dt-scaled variant). Constant modulation holds t at 1/2
+# (the middle of the trained depths), the fork's at t = 0. The test split is scored once, after training, at a rate
+# chosen on validation. What the sources say and where they disagree, and this design's history: the appendix.
 
 # %% tags=["colab"]
 # Run this cell first: in a checkout it imports the checkout's own odebook; elsewhere (Colab) it installs odebook
@@ -107,8 +99,9 @@ elif importlib.util.find_spec("odebook") is None:
 seed = 0
 n_seeds = 12
 looks = [4, 8]
-models = ["standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_mlp_constant", "ti_mlp_dt", "ode_shared",
-          "ti_mlp_twin"]
+tuning_seeds = 2
+models = ["standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_ssm_memoryless", "ti_mlp_constant", "ti_mlp_dt",
+          "ode_shared", "ti_mlp_twin"]
 # corpus "files": your own text (absolute paths; see the README)
 text = {"corpus": "wikitext2", "tokenizer": "bytes", "train_file": "", "valid_file": "", "test_file": "",
         "text_file": "", "split_fractions": [0.9, 0.05, 0.05]}
@@ -148,7 +141,6 @@ study = studies.load("02_time_indexed")  # this study's package: its parameters,
 ti, figures = study.analysis, study.figures
 p, out, precision = notebook.start(study.Params, globals())
 print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
-print(f"LayerNorms of the gated models: {p.norm}; Tong's time MLPs: {p.tong_time_mlp}")
 display(Markdown(study.arms.table(p.models)))
 
 # %% [markdown]
@@ -160,27 +152,26 @@ display(Markdown(study.arms.table(p.models)))
 # *holds* when d < 0 is shown and is *not held* when an effect of the margin is ruled out (d > −margin shown); the
 # two-sided time-dependence claim holds when d ≠ 0 is shown (the evidence names the side) and is not held when
 # −margin < d < margin is shown (TOST). The three primaries are settled in looks, each at α / 3; their negative
-# controls alone at α; the secondary claims (the sources' numbers, and arms the cpu profile does not train) form
-# their own Holm family. The equal-time comparison is descriptive (see "Equal wall-clock").
+# controls alone at α; the secondary claims (arms the cpu profile does not train) form their own Holm family. A claim
+# whose arm did not learn (its learned gate not held) reads "not testable at this scale" and names the arm and seeds.
+# The sources' numbers, the one-standard-error sensitivity and the equal-time comparison are descriptive.
 
 # %%
 claims = ti.declared_claims(p.models, p.margin)  # those whose arms this profile trains (study.analysis)
 primaries = [c for c in claims if c.primary]
 display(Markdown(declaration(claims)))
-equal_claims = [c for c in claims if ti.EQUAL_TIME in c.comparisons]  # settled after the timing ("Equal wall-clock")
-claims = [c for c in claims if c not in equal_claims]
+later = [c for c in claims if c.comparisons[0] == ti.EQUAL_TIME or c.comparisons[0].startswith(ti.OLD_RULE)]
+claims = [c for c in claims if c not in later]  # the equal-time and sensitivity rows are settled after their runs
 
 # %% [markdown]
 # ### The design's power
-# Pilot: the committed cpu report of the earlier design (seeds 0–5, every model at 250 steps, rates from {1e-3,
-# 3e-3} extended by 3×) — the SD over seeds of each comparison's paired difference; the twin comparison's SD is taken
-# as the time-dependence comparison's (two TI-MLPs). The pilot's TI-MLP − standard SD (0.081) comes from a standard
-# model whose loss varied by 0.2 nats across seeds at 3e-3; the finer grid may steady it. Simulated (study.sequential.
-# operating, 4,000 studies of normal differences) through this profile's looks at α / (number of primaries): the
-# chance that a claim decides for itself when its effect is the margin, and against itself when there is none. The
-# twin's controls, settled once at α on the seeds the looks ran: the chance they come out not held at each place the
-# study can stop (a control can miss it for want of seeds, not only because its test is blind). The SSM-off control
-# and the sources' numbers are not simulated.
+# Pilot: the committed cpu report of the one-standard-error design (seeds 200–211, every model at 250 steps, the same
+# grid) — the SD over seeds of each comparison's paired difference (the confirmatory seeds here are fresh: 300 on).
+# Simulated (study.sequential.operating, 4,000 studies of normal differences) through this profile's looks at
+# α / (number of primaries): the chance that a claim decides for itself when its effect is the margin, and against
+# itself when there is none. The twin's controls, settled once at α on the seeds the looks ran: the chance they come
+# out not held at each place the study can stop (a control can miss it for want of seeds, not only because its test is
+# blind). The memoryless SSM's control has no pilot and is not simulated.
 
 # %%
 design = p.seed_plan.design
@@ -197,42 +188,24 @@ print(splits.description)
 
 # %% [markdown]
 # ## Learning rate per model
-# Each model trains on the tuning seed at every rate of `lr_grid` (a diverging rate counts as infinite). A lowest final
-# validation loss at an edge of what the model tried sends it one grid step further (study.lr_grid), at most
-# `lr_extensions` times; a choice still at an edge is *untuned*. The rate is then chosen by the **one-standard-error
-# rule** (Hastie, Tibshirani & Friedman, *The Elements of Statistical Learning*, 2nd ed., §7.10): the smallest rate
-# whose loss lies within one standard error of the lowest, the standard error of one model's loss on one seed taken from
-# the pilot (the power table's pilot: two identical TI-MLPs' paired SD, 0.0165 at 9e-3, / √2 = 0.012 nats; the 0.044 of
-# the run below was measured at 1.6e-2, the instability the rule steers away from). It is one tolerance for every arm.
-# One seed cannot tell apart rates closer than that, and the larger of two such rates is the one nearer to diverging:
-# the run of 2026-11-27 (seeds 100–111, the lowest loss choosing) gave the TI-MLP family 1.6e-2 over 8e-3 by 0.0007 nats
-# of mean loss, and there two identical TI-MLPs differed by an SD of 0.044 nats across seeds, 2.7× the pilot's — too
-# wide for the time-dependence claim to decide (it needed ≈ 39 seeds). That run is this rule's pilot; the confirmatory
-# seeds are fresh (`seed`). The grid runs on a seed of its own, past the last confirmatory seed (`p.seed_plan.tuning`):
-# no run that chose its own rate is among the runs the claims are tested on. The TI-MLP, its constant-modulation
-# ablation and its twin differ only in what claims (1) and (2) test, so they train at **one rate**: each of the three at
-# every rate any of them tried, the rule applied to the mean over the three at the same tolerance (a tighter one for the
-# mean would let the other arms drift further toward slow rates than the TI-MLP). Tuned apart, the earlier report's twin
-# landed on 8e-3 and the TI-MLP on 1.6e-2 — on the tuning seeds 112–114 of an uncommitted pilot the choice between those
-# two flipped from seed to seed for each of the three — and the twin's control then held (+0.015 [0.003, 0.027] nats): a
-# rate difference read as an effect.
+# Each model trains on the tuning seeds at every rate of `lr_grid` (a rate that diverges on any seed counts as
+# infinite); the lowest mean final validation loss chooses, and a choice at an edge of what the model tried sends it one
+# grid step further (study.lr_grid), at most `lr_extensions` times; a choice still at an edge is *untuned*. The TI-MLP,
+# its constant-modulation ablation and its twin train at every rate any of the three tried and share the rate of
+# lowest mean over the three. The column "one-SE rule" is the rate the earlier rule would choose from the same table
+# (the smallest rate within 0.012 nats of the lowest); the sensitivity row re-runs primary (1)'s arms it moves.
 
 # %%
 builders = p.arms(splits.vocab_size)
 task = lm_task(splits, **notebook.batch_shape(p))
-config = TrainConfig.from_params(p)
-options = notebook.run_options(p, out)
+config, options = TrainConfig.from_params(p), notebook.run_options(p, out)
 log_dir, plan = options.pop("log_dir"), p.seed_plan
-rates = ti.tune_rates(builders, task, config, precision, lrs=p.lr_grid, seed=plan.tuning,
+rates = ti.tune_rates(builders, task, config, precision, lrs=p.lr_grid, seeds=plan.tuning,
                       max_extensions=p.lr_extensions, **options)
-if rates.family:
-    print(rates.describe())
-print(f"learning rates tuned on seed {plan.tuning} (one standard error: {ti.SE:.4f} nats); confirmatory seeds "
-      f"{plan.seeds[0]}–{plan.seeds[-1]}")
-notebook.save_table(rates.table, out, "lr_selection")
-display(rates.table.round(4))
-for n, note in rates.untuned.items():
-    print(f"{n}: {note}")
+print(rates.describe(), f"\nlearning rates tuned on seeds {plan.tuning}; confirmatory seeds {plan.seeds[0]}–"
+      f"{plan.seeds[-1]}", *(f"\n{n}: {note}" for n, note in rates.untuned.items()))
+notebook.save_table(rates.table.assign(**{"one-SE rule": pd.Series(rates.old_rule)}), out, "lr_selection")
+display(rates.table.assign(**{"one-SE rule": pd.Series(rates.old_rule)}).round(4))
 
 # %% [markdown]
 # ## The runs, a look at a time
@@ -242,13 +215,23 @@ for n, note in rates.untuned.items():
 # %%
 configs = {n: dataclasses.replace(config, lr=rates.chosen[n]) for n in builders}
 run_arms = functools.partial(run_seeds, builders, task, configs, precision, log_dir=log_dir, **options)
-values_of = functools.partial(ti.seed_differences, p.models, task.test, precision)
+unigram = data.unigram_loss(splits.train, task.test, splits.vocab_size)  # the learned gates' reference
+values_of = functools.partial(ti.seed_differences, p.models, unigram=unigram)
 # without primaries (a profile whose models leave none) no look is taken: every seed runs at once
 looked = run_in_looks(run_arms, claims, values_of, plan=plan if primaries else SeedPlan(p.seed, p.n_seeds),
                       alpha=p.alpha)
 runs = looked.runs
-print(f"{looked.seeds} of {p.n_seeds} seeds ran")
+print(f"{looked.seeds} of {p.n_seeds} seeds ran; the unigram model's test loss {unigram:.4f} nats")
 display(Markdown(looked.markdown()))
+
+# %% [markdown]
+# ### Sensitivity: the one-standard-error rule
+# The arms of primary (1) whose rate the earlier rule would move, re-run at that rate on the seeds that ran.
+
+# %%
+rerun = ti.rerun_old_rule(rates, builders, task, config, precision, seeds=plan.seeds[:looked.seeds], log_dir=log_dir,
+                         **options)
+print("re-run at the one-SE rule's rates:", {n: rates.old_rule[n] for n in rates.moved} or "none")
 
 # %% [markdown]
 # ## Results
@@ -296,15 +279,15 @@ for (a_, b_), t in timings.items():
 # the TI-MLP trained for several times its steps, which this study does not do.
 
 # %%
-equal_settled, equal = [], pd.DataFrame()
-if equal_claims:
+equal, later_values = pd.DataFrame(), ti.old_rule_differences(runs, rerun)  # and the sensitivity rows' values
+if ("ti_ssm", "ti_mlp") in timings:
     r = timings["ti_ssm", "ti_mlp"].ratio.mean
-    equal, gaps = ti.equal_time(runs, r)
+    equal, later_values[ti.EQUAL_TIME] = ti.equal_time(runs, r)
     notebook.save_table(equal, out, "equal_time")
     display(equal.round(4))
-    equal_settled = settle(equal_claims, {ti.EQUAL_TIME: gaps}, alpha=p.alpha)
     print(f"SSM step / TI-MLP step = {r:.3g} (interleaved): {p.steps} TI-MLP steps take as long as "
           f"{p.steps / r:.0f} SSM steps")
+later_settled = settle(later, later_values, alpha=p.alpha)
 
 # %% [markdown]
 # ## Learned modulation m(t)
@@ -353,24 +336,23 @@ if len(dyn):
 
 # %% [markdown]
 # ## Verdicts
-# The primary claims settle in looks (each at α / the number of primaries; efficacy → held, futility → not held, the
-# cap → inconclusive with the seeds it would need), each negative control alone at α on every seed that ran, the
-# secondary claims by Holm over their family. How each can fail: a superiority claim is *not held* once an effect of
+# The primary claims settle in looks (each at α / the number of primaries; efficacy → held, futility → not held, the cap
+# → inconclusive with the seeds it would need), each negative control alone at α on every seed that ran, the secondary
+# claims by Holm over their family; a claim whose arm did not learn (its learned gate, seed by seed, not held) reads
+# "not testable at this scale" and names the arm. How each can fail: a superiority claim is *not held* once an effect of
 # the margin is ruled out, and a held one whose margin-sized effect is ruled out too says it is real but smaller (the
-# pilot had the TI-MLP ahead of Tong by only 0.011 nats — the intersection–union claim can fail on that part alone);
-# the time-dependence claim is not held once the difference is shown to lie within ±margin, and when held its evidence
-# says which side (a below b: time dependence helps; above: it hurts). A negative control that holds would show a test
-# that calls a null difference an effect: the claim it controls is then void, whatever its own test said, and reads
-# "not testable at this scale" with the control named, as a claim on a failed gate does. A source's number is
-# *excluded* (held) when the book shows a smaller gain, *exceeded* (not held) when it shows a larger one, and
-# *consistent* when neither is shown (inconclusive: the seeds it prints assume no true gain). The fork's 0.013 nats
-# lies below the book's own margin (0.02), so the book can tell it from no gain only at more seeds than its own margin
-# needs. A claim resting on a model whose learning rate stayed at the edge of its grid says so. The TI-MLP, the twin and
-# constant modulation share one rate (above), so the twin's comparisons and the time-dependence claim compare models
-# at the same rate; the other arms' rates are each their own, chosen at factor-2 resolution on one tuning seed. The
+# pilot had the TI-MLP ahead of Tong by only 0.011 nats — the intersection–union claim can fail on that part alone); the
+# time-dependence claim is not held once the difference is shown to lie within ±margin, and when held its evidence says
+# which side (a below b: time dependence helps; above: it hurts). A negative control that holds would show a test that
+# calls a null difference an effect: the claim it controls is then void, whatever its own test said, and reads "not
+# testable at this scale" with the control named, as a claim on a failed gate does. The sources' numbers are
+# descriptive: each row names what differs between their measurement and ours, and reads our interval beside their
+# number, not a test of it. A claim resting on a model whose learning rate stayed at the edge of its grid says so. The
+# TI-MLP, the twin and constant modulation share one rate (above), so the twin's comparisons and the time-dependence
+# claim compare models at the same rate; every other arm's rate is its own, by the same rule at factor-2 resolution. The
 # descriptive line "twin minus constant modulation", added after the first run, reads the time-dependence comparison
-# once more through the twin's draw. The speed verdict is a timing, outside the loss families; the compression claim
-# is a count.
+# once more through the twin's draw. The speed verdict is a timing, outside the loss families; the compression claim is
+# a count.
 
 # %%
 frac = p.steps * p.batch_size * p.seq_len / len(splits.train)
@@ -378,7 +360,7 @@ scale = (f"early learning: {p.steps} steps × {p.batch_size} × {p.seq_len} {p.t
          f"epoch; d {p.d_model}, {p.n_layer} depth steps; {looked.seeds} seeds (source: d 256, 6 steps, 1000 steps "
          "× 8 × 128 bytes)")
 # a claim whose negative control held reads void (study.looks); one resting on an untuned rate says so
-verdicts = [ti.flag_untuned(s, rates.untuned).verdict(scale) for s in [*looked.settled, *equal_settled]]
+verdicts = [ti.flag_untuned(s, rates.untuned).verdict(scale) for s in [*looked.settled, *later_settled]]
 if ("ti_mlp", "tong") in timings:
     verdicts.append(timings["ti_mlp", "tong"].verdict("a time-indexed MLP training step is faster than a Tong step",
                                                       scale=scale))
@@ -392,7 +374,35 @@ notebook.save_results(
               **{f"{m} lr": rates.chosen[m] for m in table.index}, "seeds": looked.seeds,
               **{f"{a} / {b} step time": t.ratio.mean for (a, b), t in timings.items()}},
     verdicts=verdicts, data=splits.description, precision=str(precision), parameters=p.to_dict(),
-    lr_selection=rates.table, lr_tuning={n: c.note for n, c in rates.status.items()}, design=power_table,
+    lr_selection=rates.table, lr_tuning={n: c.note for n, c in rates.status.items()}, one_se_rule=rates.old_rule,
+    unigram_loss=unigram, design=power_table,
     looks=looked.markdown(), summary=table, equal_time=equal, timings={f"{a} / {b}": str(t) for (a, b), t in
                                                                         timings.items()},
-    rediscretisation=redisc, dynamics=dyn, runs=[r.record() for r in runs])
+    rediscretisation=redisc, dynamics=dyn, runs=[r.record() for r in runs], one_se_runs=[r.record() for r in rerun])
+
+# %% [markdown]
+# ## Appendix: what the sources say, and this design's history
+# **The sources.** The seed text lists the constant-modulation ablation as future work, unchecked; the fork's
+# repository reports it later (zaphrode/qkvflow, `ABLATION_T0_FINDINGS.md`: best validation loss 2.3698 with t varying
+# against 2.3829 at t = 0, a 0.013-nat gain, "+0.55 %", from one seed at lr 3e-4, "gain primarily from the adapter
+# structure"). The seed's table calls its losses validation losses; the fork's comparison script
+# (`scripts/compare_vs_tong_neuralode.py`, `load_wikitext2`) reads `test.txt` and builds its "valid" batches from it,
+# reporting the minimum over evaluations: the test split, selected on. Its "standard" is a 308.5M-parameter stack of
+# Tong's hypernetwork attention, and its time-indexed attention appears to pool over future positions
+# (`scripts/test_time_indexed_weights.py`); it trained at d 256 on 4× the t4 profile's tokens. The seeds disagree on
+# the SSM: seed 001 calls it "Mamba-style selective", while seed 002's pseudocode and the fork's code
+# (`scripts/test_time_indexed_ssm.py`, whose `_get_params` reads A, B, C, Δ off the depth embedding alone) make it
+# input-independent.
+#
+# **The tuning rule.** The first design chose each arm's rate by the lowest validation loss on one tuning seed; its run
+# of 2026-11-27 (seeds 100–111) gave the TI-MLP family 1.6e-2 over 8e-3 by 0.0007 nats of mean loss, and there two
+# identical TI-MLPs differed by an SD of 0.044 nats across seeds — too wide for the time-dependence claim to decide (it
+# needed ≈ 39 seeds). Tuned apart, that report's twin landed on 8e-3 and the TI-MLP on 1.6e-2 (on the tuning seeds
+# 112–114 of an uncommitted pilot the choice between the two flipped from seed to seed), and the twin's control held
+# (+0.015 [0.003, 0.027] nats): a rate difference read as an effect — hence one rate for the family. The second design
+# (the report of seeds 200–211) took the smallest rate within one standard error (0.012 nats) of the lowest on one
+# tuning seed; arms with a sharp optimum kept their best rate while the flat-curved family was moved to a slower one,
+# which cost it 0.010 nats on the tuning seed — enough to move "TI-MLP beats Tong" from a clear futility stop to a hair
+# at the 12-seed cap. That rule is now the sensitivity row; this design tunes every arm by one rule on two seeds. Its
+# SSM control was the trained SSM with its branch switched off at test (+1.81 nats: a control that could not hold); the
+# trained memoryless SSM replaces it.

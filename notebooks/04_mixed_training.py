@@ -26,7 +26,11 @@
 # perplexities). The source scored a hit when the colour was among the **top 5** of GPT-2's 50,257 logits, with 8
 # colours: its "Delta +88" is a top-5 figure, not comparable with this book's **top-1** accuracies. The book does not
 # score top-5: with 8 colours a model that ranks the colour words first but binds nothing is right 5 times in 8 by
-# top-5, so at this book's k a top-5 hit cannot tell binding from knowing which words are colours.
+# top-5, so at this book's k a top-5 hit cannot tell binding from knowing which words are colours. More than that
+# point, the source cut every prompt at 300 GPT-2 tokens (its seed 004's tokenizer call, `max_length=300`): at 100
+# distractors a prompt is about 511 tokens, so its question was cut off, and its Delta +64 and +88 were scored on
+# prompts that no longer asked for the colour. This book scores whole prompts: its parameters refuse a `max_seq_len`
+# shorter than the longest prompt.
 #
 # **This rerun.** The SWA layer reads the last GDN layer's state causally (position by position) with queries made by
 # that layer's key projection, mixed into its local attention through a learned gate. The local-path arms are the
@@ -120,6 +124,7 @@ elif importlib.util.find_spec("odebook") is None:
 seed = 0
 n_seeds = 3
 looks = []
+tuning_seeds = 1
 text = {"corpus": "tinystories", "tokenizer": "gpt2", "max_train_stories": 50000}
 training = {"seq_len": 256, "batch_size": 16, "steps": 1000, "lr": 1e-3, "weight_decay": 0.1, "grad_clip": 1.0,
             "eval_interval": 100, "eval_batches": 20}

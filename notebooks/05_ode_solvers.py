@@ -109,6 +109,7 @@ elif importlib.util.find_spec("odebook") is None:
 seed = 0
 n_seeds = 3
 looks = []
+tuning_seeds = 1
 # corpus "files": your own text (absolute paths; see the README)
 text = {"corpus": "wikitext2", "tokenizer": "gpt2", "train_file": "", "valid_file": "", "test_file": "",
         "text_file": "", "split_fractions": [0.9, 0.05, 0.05]}

@@ -7,7 +7,7 @@ laid out like ``../shared/data`` (``wikitext-2/``, ``tinystories/``, ``tiktoken/
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -21,7 +21,8 @@ from odebook.data.own_corpus import load_own_corpus
 from odebook.nn.linear_ce import IGNORE_INDEX  # padding targets: the loss skips them
 
 __all__ = ["DATA_ENV", "DataError", "Tokenizer", "ByteTokenizer", "TiktokenTokenizer", "get_tokenizer", "Corpus",
-           "TokenSplits", "CORPORA", "check_data", "load_corpus", "tokenize", "random_batches", "fixed_batches",
+           "TokenSplits", "CORPORA", "check_data", "load_corpus", "tokenize", "unigram_loss", "random_batches",
+           "fixed_batches",
            "Batch", "Documents", "mirror_stories", "load_tinystories", "document_batches", "fixed_document_batches",
            "IGNORE_INDEX"]
 
@@ -158,6 +159,15 @@ def tokenize(corpus: Corpus, tokenizer: Tokenizer) -> TokenSplits:
     desc = (f"{corpus.description}. Tokenizer: {tokenizer.name} ({tokenizer.vocab_size} symbols); "
             f"{len(train):,} / {len(valid):,} / {len(test):,} train / validation / test tokens")
     return TokenSplits(train, valid, test, tokenizer.vocab_size, desc)
+
+
+def unigram_loss(train: torch.Tensor, batches: Sequence[Batch], vocab_size: int) -> float:
+    """The loss a model that learned nothing but token frequencies reaches on ``batches`` (next-token targets, as
+    ``evaluate`` scores them: the mean over batches of each batch's mean loss): −log p(y) under the ``train`` split's
+    unigram counts, add-one smoothed over ``vocab_size`` symbols; padding targets (``IGNORE_INDEX``) are skipped. A
+    language model that learned lies below it."""
+    log_p = torch.log((torch.bincount(train, minlength=vocab_size).double() + 1) / (len(train) + vocab_size))
+    return float(torch.stack([-log_p[y[y != IGNORE_INDEX]].mean() for _, y in batches]).mean())
 
 
 # -- batches ------------------------------------------------------------------------------------------------------

@@ -108,14 +108,15 @@ class OutputGatedBlock(nn.Module):
 
 class SSMGatedBlock(GatedBlock):
     """The time-indexed SSM: a GatedBlock with a depth-modulated selective SSM beside its attention:
-    x ← x + h·[attn(LN₁ x; W_eff(t)) + ssm(LN₃ x; θ(t))];  x ← x + h·mlp(LN₂ x; W_eff(t))."""
+    x ← x + h·[attn(LN₁ x; W_eff(t)) + ssm(LN₃ x; θ(t))];  x ← x + h·mlp(LN₂ x; W_eff(t)).
+    ``state=False``: the SSM without its state (odebook.nn.ssm), the rest alike."""
 
     def __init__(self, *, d_model: int, n_head: int, d_state: int = 16, n_freq: int = 16, gate_width: int = 32,
-                 norm: str = "static"):
+                 norm: str = "static", state: bool = True):
         super().__init__(d_model=d_model, n_head=n_head, granularity="channel", n_freq=n_freq, gate_width=gate_width,
                          norm=norm)
         self.ln3 = nn.LayerNorm(d_model)
-        self.ssm = ModulatedSSM(d_model=d_model, d_state=d_state, n_freq=n_freq, gate_width=gate_width)
+        self.ssm = ModulatedSSM(d_model=d_model, d_state=d_state, n_freq=n_freq, gate_width=gate_width, state=state)
 
     def forward(self, x: torch.Tensor, t: float, h: float) -> torch.Tensor:
         gates = self.gates(t)

@@ -6,6 +6,9 @@ with Δ_t = softplus(W_Δ u_t + b_Δ) ∈ R^d, B_t = W_B u_t ∈ R^N, C_t = W_C 
 input), A = −exp(A_log) ∈ R^{d×N} and D ∈ R^d. ``selective_scan`` is the plain loop over time, causal by
 construction. ``ModulatedSSM`` scales A, Δ, B, C and D by gates σ(MLP(e(t))) at depth t:
 A ⊙ g_A (per channel), Δ ⊙ g_Δ (per channel), B ⊙ g_B and C ⊙ g_C (per state index), D ⊙ g_D (per channel).
+``ModulatedSSM(state=False)`` is the same mixer without its state: h_{t−1} is dropped (the decay is 0), so
+y_t = Δ_t u_t (B_t · C_t) + D ⊙ u_t reads the current token only (``memoryless_scan``; the scan at A = −∞) — the same
+parameters, projections and gates, no memory of earlier tokens.
 
 The sources of the time-indexed comparison disagree on the published time-indexed SSM: seed 001 calls it "Mamba-style
 selective", while seed 002's pseudocode and the fork's code (zaphrode/qkvflow, scripts/test_time_indexed_ssm.py, whose
@@ -22,7 +25,7 @@ from torch import nn
 from odebook.nn.depth import TimeMLP
 from odebook.nn.gemm import Linear
 
-__all__ = ["selective_scan", "ModulatedSSM"]
+__all__ = ["selective_scan", "memoryless_scan", "ModulatedSSM"]
 
 
 def selective_scan(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
@@ -39,10 +42,17 @@ def selective_scan(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: tor
     return torch.stack(ys, 1) + D * u
 
 
+def memoryless_scan(u: torch.Tensor, delta: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
+                    D: torch.Tensor) -> torch.Tensor:
+    """``selective_scan`` with its state dropped at every step (decay 0): y_t = Δ_t u_t (B_t · C_t) + D u_t."""
+    return delta * u * (B * C).sum(-1, keepdim=True) + D * u
+
+
 class ModulatedSSM(nn.Module):
-    def __init__(self, *, d_model: int, d_state: int = 16, n_freq: int = 16, gate_width: int = 32):
+    def __init__(self, *, d_model: int, d_state: int = 16, n_freq: int = 16, gate_width: int = 32,
+                 state: bool = True):
         super().__init__()
-        d, N = d_model, d_state
+        d, N, self.state = d_model, d_state, state
         self.delta = Linear(d, d)
         self.B, self.C = Linear(d, N, bias=False), Linear(d, N, bias=False)
         self.A_log = nn.Parameter(torch.log(torch.arange(1, N + 1, dtype=torch.float32)).repeat(d, 1))
@@ -58,5 +68,6 @@ class ModulatedSSM(nn.Module):
         g_A, g_delta, g_B, g_C, g_D = self.gates(t)
         A = -torch.exp(self.A_log) * g_A[:, None]
         delta = F.softplus(self.delta(u)) * g_delta
-        y = selective_scan(u, delta, A, self.B(u) * g_B, self.C(u) * g_C, self.D * g_D)
+        B, C, D = self.B(u) * g_B, self.C(u) * g_C, self.D * g_D
+        y = selective_scan(u, delta, A, B, C, D) if self.state else memoryless_scan(u, delta, B, C, D)
         return self.out(y)

@@ -27,7 +27,7 @@ from odebook.models.lm import lm_loss
 __all__ = ["Work", "Runs", "SEEDED", "EXECUTED", "evaluations", "token_windows", "lm_work", "tuned", "prompts",
            "curriculum_work", "scoring_work", "mqar_batch"]
 
-SEEDED = ("seeds", "MQAR", "retrieval", "re-solving")  # the parts whose runs come once per seed
+SEEDED = ("seeds", "MQAR", "retrieval", "re-solving", "sensitivity")  # the parts whose runs come once per seed
 # the parts run as an executor's jobs (experiment.run_seeds)
 EXECUTED = ("seeds", "lr grid", "MQAR", "retrieval", "WikiText")
 
@@ -84,10 +84,10 @@ def lm_work(p: Any, tok: Tokenizer) -> tuple[Work, Work]:
 
 
 def tuned(p: Any, tok: Tokenizer, family: str, build: Callable[[], nn.Module], extensions: int = 0) -> list[Runs]:
-    """A language model's grid on the tuning seed (validation only), with every ``extensions`` it may take, then
+    """A language model's grid on each tuning seed (validation only), with every ``extensions`` it may take, then
     every seed at the chosen rate (odebook.study.experiment.tune_then_run: no tuning run is a confirmatory run)."""
     steps, forwards = lm_work(p, tok)
-    tried = len(p.lr_grid) + extensions
+    tried = (len(p.lr_grid) + extensions) * p.tuning_seeds
     grid = Runs(family, build, tried, (steps, dataclasses.replace(forwards, n=forwards.n - p.eval_batches)),
                 part="lr grid")
     return [grid, Runs(family, build, p.n_seeds, (steps, forwards))]

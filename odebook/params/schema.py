@@ -159,6 +159,9 @@ class Params:
     looks: list[int] = spec([], ge=2, min_len=0, operational=True,
                             help="interim looks: seed counts below n_seeds at which the primary claims are examined "
                                  "and the study stops once they are settled (study.looks); [] = n_seeds at once")
+    tuning_seeds: int = spec(1, ge=1, le=5, operational=True,
+                             help="seeds past the last confirmatory one that every learning-rate grid trains on; the "
+                                  "lowest mean validation loss over them chooses (study.experiment.tune_lr)")
     device: str = spec("auto", choices=("auto", "cpu", "cuda"), machine=True, help="auto = cuda when available")
     output_dir: str = spec("", path="writes", operational=True, machine=True,
                            help="where figures and results go; '' = outputs/interactive/<study>; the runner sets it "
@@ -231,9 +234,9 @@ class Params:
     def _generic_checks(self) -> list[str]:
         """Rules every study shares: all seeds within numpy's range, and a device that exists."""
         errors = []
-        if self.seed + self.n_seeds > INT_LIMIT:  # the largest seed a study uses: SeedPlan.tuning
-            errors.append(f"key 'seed' = {self.seed}: seed + n_seeds (the tuning seed) must be <= {INT_LIMIT} "
-                          "(numpy's seed range)")
+        if self.seed + self.n_seeds + self.tuning_seeds - 1 > INT_LIMIT:  # the largest seed: SeedPlan.tuning's last
+            errors.append(f"key 'seed' = {self.seed}: seed + n_seeds + tuning_seeds - 1 (the last tuning seed) must "
+                          f"be <= {INT_LIMIT} (numpy's seed range)")
         problem = looks_problem(self.looks, self.n_seeds)
         if problem:
             errors.append(f"key 'looks' = {list(self.looks)}: {problem}")
@@ -271,8 +274,8 @@ class Params:
 
     @property
     def seed_plan(self) -> SeedPlan:
-        """The study's seeds: confirmatory, looks and tuning seed (odebook.params.seeds)."""
-        return SeedPlan(self.seed, self.n_seeds, self.looks)
+        """The study's seeds: confirmatory, looks and tuning seeds (odebook.params.seeds)."""
+        return SeedPlan(self.seed, self.n_seeds, self.looks, self.tuning_seeds)
 
     @classmethod
     def cell_fields(cls) -> tuple[str, ...]:

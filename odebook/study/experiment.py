@@ -40,7 +40,7 @@ from odebook.study.stats import mean_ci, paired_test
 from odebook.study.task import Task
 from odebook.training.train import DivergenceError, History, TrainConfig, evaluate, train
 
-__all__ = ["Run", "by_seed", "run_one", "train_once", "run_seeds", "tune_lr", "score_test", "tune_then_run",
+__all__ = ["Run", "by_seed", "run_one", "train_once", "run_seeds", "tune_lr", "tune_then_run",
            "summarize", "compare_to", "loss_at_depth", "loss_with_solver", "grad_ratios", "WARMUP_STEPS"]
 
 WARMUP_STEPS = 5  # step times of the first steps (allocator, caches) are left out of ms/step
@@ -220,19 +220,22 @@ def _scored(run: Run, task: Task, precision: Precision, keep: bool | Collection[
 
 
 def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config: TrainConfig, precision: Precision,
-            *, lrs: Sequence[float], seed: int, progress: bool = True, checkpoints: Path | None = None,
+            *, lrs: Sequence[float], seeds: Sequence[int], progress: bool = True, checkpoints: Path | None = None,
             fresh: bool = False, key: Mapping | None = None, executor: Executor | None = None,
             max_extensions: int = 0) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
-    """The same small grid for every model: train each model at each lr in ``lrs`` on ``seed`` and choose the lr
-    with the lowest final validation loss (a rate at which the loss diverges counts as infinite). A model whose
-    choice lies at an edge of what it tried trains one grid step beyond that edge, at most ``max_extensions`` times
-    (study.lr_grid; ``lr_grid.check_tried`` on the table says which choices stayed untuned). Neither the test split
-    nor ``task.score`` is scored here. Returns the chosen lr per model, the grid's table (model × lr → final
-    validation loss; NaN where a model did not try that lr) and the chosen runs (for reuse as that seed's runs, once
-    scored: ``score_test``). Run by ``executor`` as ``run_seeds``."""
-    tuning = dataclasses.replace(task, test=None)
+    """The book's one tuning rule, the same for every arm: train each model at each lr in ``lrs`` on every one of
+    the tuning ``seeds`` and choose the lr with the lowest mean final validation loss over them (a rate at which the
+    loss diverges on any seed counts as infinite). A model whose choice lies at an edge of what it tried trains one
+    grid step beyond that edge, at most ``max_extensions`` times (study.lr_grid; ``lr_grid.check_tried`` on the table
+    says which choices stayed untuned). Neither the test split nor ``task.score`` is scored here. Returns the chosen
+    lr per model, the grid's table (model × lr → mean final validation loss; NaN where a model did not try that lr)
+    and the chosen runs, one per tuning seed (never scored: no tuning run is a confirmatory one). Run by ``executor``
+    as ``run_seeds``."""
+    tuning, seeds = dataclasses.replace(task, test=None), [int(s) for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"tuning needs at least one seed, each once; got {seeds}")
 
-    def job(name: str, lr: float) -> _Job:
+    def job(name: str, lr: float, seed: int) -> _Job:
         def make(prec: Precision, reuse_only: bool) -> Run | None:
             try:
                 run = run_one(name, builders[name], seed, tuning, dataclasses.replace(config, lr=lr), prec,
@@ -242,23 +245,20 @@ def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config:
             return None if run is None else _home(run, precision)
         return _Job(make)
 
-    results: dict[tuple[str, float], Run | None] = {}
+    results: dict[tuple[str, float, int], Run | None] = {}
     todo = [(name, float(lr)) for name in builders for lr in lrs]
     while todo:
-        results.update(zip(todo, (executor or Local()).run([job(*g) for g in todo], precision)))
+        jobs = [(name, lr, seed) for name, lr in todo for seed in seeds]
+        results.update(zip(jobs, (executor or Local()).run([job(*g) for g in jobs], precision)))
         rows = [{"model": name, "lr": lr, "val_loss": run.history.final_eval_loss if run else math.inf}
-                for (name, lr), run in results.items()]
-        table = pd.DataFrame(rows).pivot(index="model", columns="lr", values="val_loss").loc[list(builders)]
+                for (name, lr, _), run in results.items()]
+        table = (pd.DataFrame(rows).groupby(["model", "lr"]).val_loss.mean().unstack().loc[list(builders)]
+                 .rename_axis(columns="lr"))
         chosen = {name: float(table.loc[name].idxmin()) for name in builders}
-        tried = {name: [lr for (n, lr) in results if n == name] for name in builders}
+        tried = {name: sorted({lr for (n, lr, _) in results if n == name}) for name in builders}
         todo = [(name, c.value) for name, c in check_tried(tried, chosen, lrs, max_extensions=max_extensions).items()
                 if c.action == "extend"] if max_extensions > 0 else []
     return chosen, table, [r for r in results.values() if r is not None and r.lr == chosen[r.model]]
-
-
-def score_test(runs: Sequence[Run], task: Task, precision: Precision) -> list[Run]:
-    """Score runs kept from tuning as ``run_seeds`` scores its own: the test split once, and ``task.score``."""
-    return [_scored(r, task, precision) for r in runs]
 
 
 def tune_then_run(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config: TrainConfig,
@@ -266,12 +266,12 @@ def tune_then_run(builders: Mapping[str, Callable[[], nn.Module]], task: Task, c
                   checkpoints: Path | None = None, fresh: bool = False, key: Mapping | None = None,
                   executor: Executor | None = None, max_extensions: int = 0,
                   **options) -> tuple[list[Run], pd.DataFrame, dict[str, float]]:
-    """Each model's lr chosen on the plan's tuning seed (``SeedPlan.tuning``: past every confirmatory seed;
+    """Each model's lr chosen on the plan's tuning seeds (``SeedPlan.tuning``: past every confirmatory seed;
     ``tune_lr``: validation only, extending the grid past an edge choice at most ``max_extensions`` times), then
     every confirmatory seed run at the chosen rate (``run_seeds``; ``options`` pass on to it): no tuning run is a
     confirmatory run. Returns the runs, the grid's table and the chosen lr per model."""
     shared = dict(progress=progress, checkpoints=checkpoints, fresh=fresh, key=key, executor=executor)
-    chosen, table, _ = tune_lr(builders, task, config, precision, lrs=lrs, seed=plan.tuning,
+    chosen, table, _ = tune_lr(builders, task, config, precision, lrs=lrs, seeds=plan.tuning,
                                max_extensions=max_extensions, **shared)
     configs = {name: dataclasses.replace(config, lr=chosen[name]) for name in builders}
     runs = run_seeds(builders, task, configs, precision, seeds=plan.seeds, **shared, **options)

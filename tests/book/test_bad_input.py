@@ -39,8 +39,9 @@ def error_of(cls, values) -> str:
     ({"lr_grid": []}, "key 'lr_grid' = []: needs at least 1 entry"),
     ({"mqar_pairs": 17}, "key 'mqar_pairs' = 17: needs at most mqar_keys = 16 keys"),
     ({"seed": 2**32}, f"key 'seed' = {2**32}: must be <= {INT_LIMIT}"),
-    ({"seed": INT_LIMIT, "n_seeds": 2}, "seed + n_seeds (the tuning seed) must be <="),
-    ({"seed": INT_LIMIT, "n_seeds": 1}, "seed + n_seeds (the tuning seed) must be <="),  # its tuning seed
+    ({"seed": INT_LIMIT, "n_seeds": 2}, "seed + n_seeds + tuning_seeds - 1 (the last tuning seed) must be <="),
+    ({"seed": INT_LIMIT, "n_seeds": 1}, "(the last tuning seed) must be <="),  # its tuning seed
+    ({"seed": INT_LIMIT - 2, "n_seeds": 1, "tuning_seeds": 3}, "(the last tuning seed) must be <="),
     ({"steps": 10**30}, f"must be <= {INT_LIMIT}"),
     ({"lr": 10**400}, "key 'lr'"),  # an integer too large for a float
 ])

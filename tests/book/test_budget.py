@@ -49,13 +49,17 @@ def test_the_plans_count_the_seeds_and_the_learning_rate_grid(root, monkeypatch)
     for r in budget.plan(p):
         counts[r.family, r.part] += r.count
     assert counts == {**{(arm, part): n for arm in ("baseline", "hybrid", "null", "tokenwise", "hybrid_source")
-                         for part, n in (("lr grid", len(p.lr_grid) + p.lr_extensions), ("MQAR", p.n_seeds))},
+                         for part, n in (("lr grid", (len(p.lr_grid) + p.lr_extensions) * p.tuning_seeds),
+                                         ("MQAR", p.n_seeds))},
                       **{(arm, "WikiText"): p.lm_seeds for arm in ("baseline", "hybrid", "null", "shared")}}
     p = params("t4", "02_time_indexed")
     runs = collections.Counter()
-    for r in budget.plan(p):
-        runs[r.family] += r.count * r.setup  # the seed loop's runs, not the timing pairs
-    assert set(runs.values()) == {len(p.lr_grid) + p.lr_extensions + p.n_seeds}  # the grid has a seed of its own
+    for r in (r for r in budget.plan(p) if r.setup):  # the seed loop's runs, not the timing pairs
+        runs[r.family, r.part] += r.count
+    grid = (len(p.lr_grid) + p.lr_extensions) * p.tuning_seeds  # each rate on every tuning seed, none confirmatory
+    assert p.tuning_seeds == 2 and runs == {**{(m, part): n for m in p.models
+                                               for part, n in (("lr grid", grid), ("seeds", p.n_seeds))},
+                                            ("ti_mlp", "sensitivity"): p.n_seeds}
 
 
 @pytest.mark.parametrize("steps, interval", [(8, 4), (10, 4), (3, 5)])

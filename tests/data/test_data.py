@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -98,3 +100,19 @@ def test_the_gpt2_tokenizer_reads_the_mirror_even_when_tiktoken_is_pointed_elsew
     monkeypatch.setattr("tiktoken.load.read_file", lambda blobpath: pytest.fail(f"tiktoken went online for {blobpath}"))
     tok = data.TiktokenTokenizer()
     assert tok.vocab_size == 50257 and tok.decode(tok.encode(" Hello world")) == " Hello world"
+
+
+def test_the_unigram_loss_is_the_cross_entropy_of_the_train_splits_smoothed_frequencies():
+    torch.manual_seed(0)
+    train, test, V = torch.randint(0, 6, (500,)), torch.randint(0, 8, (300,)), 8  # symbols 6, 7 never in train
+    batches = data.fixed_batches(test, 3, 4, 10)
+    counts = torch.bincount(train, minlength=V).double() + 1
+    logits = torch.log(counts / counts.sum())  # the reference: every position predicts the same distribution
+    reference = sum(torch.nn.functional.cross_entropy(logits.expand(y.numel(), V), y.flatten()).item()
+                    for _, y in batches) / len(batches)
+    assert data.unigram_loss(train, batches, V) == pytest.approx(reference, rel=1e-12)
+    uniform = torch.arange(V).repeat(50)  # every symbol equally often: log V
+    assert data.unigram_loss(uniform, batches, V) == pytest.approx(math.log(8), rel=1e-12)
+    padded = [(x, torch.where(torch.arange(y.shape[1]) < 5, y, data.IGNORE_INDEX)) for x, y in batches]
+    assert data.unigram_loss(train, padded, V) == pytest.approx(
+        data.unigram_loss(train, [(x[:, :5], y[:, :5]) for x, y in batches], V), rel=1e-12)

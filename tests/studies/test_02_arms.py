@@ -7,7 +7,8 @@ import torch
 
 from families import time_indexed
 from odebook.models import lm as models
-from odebook.nn import Block, DepthStack, GatedBlock, HyperBlock, selective_scan, sinusoidal_embedding
+from odebook.nn import (Block, DepthStack, GatedBlock, HyperBlock, SSMGatedBlock, memoryless_scan, selective_scan,
+                        sinusoidal_embedding)
 
 from causality import assert_causal
 
@@ -46,6 +47,7 @@ FORMULAS = {
     "ti_mlp": EMB_HEAD + BLOCK + time_mlp(CHANNEL_GATES),
     "ti_mlp_full": EMB_HEAD + BLOCK + time_mlp(12 * D * D),
     "ti_ssm": EMB_HEAD + BLOCK + time_mlp(CHANNEL_GATES) + SSM,
+    "ti_ssm_memoryless": EMB_HEAD + BLOCK + time_mlp(CHANNEL_GATES) + SSM,  # the same parameters, A unused
     "ti_mlp_constant": EMB_HEAD + BLOCK + time_mlp(CHANNEL_GATES),
     "ti_mlp_dt": EMB_HEAD + BLOCK + time_mlp(CHANNEL_GATES),
     "ode_shared": EMB_HEAD + BLOCK + time_mlp(D),
@@ -138,6 +140,28 @@ def test_selective_scan_equals_its_closed_form():
             y[:, t] += (C[:, t, None, :] * decay * (delta[:, s] * u[:, s])[..., None] * B[:, s, None, :]).sum(-1)
     y += D_ * u
     torch.testing.assert_close(selective_scan(u, delta, A, B, C, D_), y)
+
+
+def test_the_memoryless_scan_is_the_scan_with_its_state_dropped_and_reads_only_the_current_token():
+    torch.manual_seed(0)
+    b, T, d, n = 2, 7, 3, 4
+    u, delta = torch.randn(b, T, d, dtype=torch.float64), torch.rand(b, T, d, dtype=torch.float64) + 0.1
+    B, C, D_ = torch.randn(b, T, n, dtype=torch.float64), torch.randn(b, T, n, dtype=torch.float64), torch.randn(d)
+    no_memory = torch.full((d, n), -math.inf, dtype=torch.float64)  # exp(Δ·A) = 0: nothing carries over
+    torch.testing.assert_close(memoryless_scan(u, delta, B, C, D_.double()),
+                               selective_scan(u, delta, no_memory, B, C, D_.double()), rtol=1e-12, atol=1e-12)
+    # the trained arm differs from the SSM in the state alone: same weights, same output at the first token
+    torch.manual_seed(0)
+    ssm = SSMGatedBlock(d_model=D, n_head=H, d_state=N, n_freq=S, gate_width=W)
+    memoryless = SSMGatedBlock(d_model=D, n_head=H, d_state=N, n_freq=S, gate_width=W, state=False)
+    memoryless.load_state_dict(ssm.state_dict())
+    x = torch.randn(2, P, D)
+    y, z = ssm.ssm(x, 0.5), memoryless.ssm(x, 0.5)
+    torch.testing.assert_close(y[:, 0], z[:, 0], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(y[:, 1:], z[:, 1:], atol=1e-3)
+    x2 = x.clone()
+    x2[:, :-1] = torch.randn(2, P - 1, D)  # every earlier token changed: the last output stays the same
+    torch.testing.assert_close(memoryless.ssm(x2, 0.5)[:, -1], z[:, -1], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["ti_mlp", "ti_ssm", "tong"])

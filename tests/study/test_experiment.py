@@ -8,7 +8,7 @@ import torch
 from odebook.models import lm as models
 from odebook.data.corpus import TokenSplits
 from odebook.params import SeedPlan
-from odebook.study.experiment import compare_to, run_seeds, score_test, tune_lr, tune_then_run
+from odebook.study.experiment import compare_to, run_seeds, tune_lr, tune_then_run
 from odebook.study.task import Task, lm_task
 from odebook.training.executor import Local
 from odebook.training.runtime import precision_for
@@ -28,13 +28,23 @@ def tiny():
 def test_tune_lr_chooses_the_lowest_validation_loss_counts_divergence_as_infinite_and_never_scores_test():
     builders = {"a": tiny}
     config = TrainConfig(steps=4, lr=1.0, eval_interval=4, weight_decay=0.0)
-    chosen, table, kept = tune_lr(builders, TASK, config, CPU, lrs=[1e-3, 3e-2, 1e30], seed=0, progress=False)
+    chosen, table, kept = tune_lr(builders, TASK, config, CPU, lrs=[1e-3, 3e-2, 1e30], seeds=[0], progress=False)
     assert list(table.columns) == [1e-3, 3e-2, 1e30] and math.isinf(table.loc["a", 1e30])
     assert chosen["a"] == table.loc["a"].idxmin() and len(kept) == 1 and kept[0].lr == chosen["a"]
     assert math.isnan(kept[0].test_loss)
-    runs = run_seeds(builders, TASK, {"a": TrainConfig(steps=4, lr=chosen["a"], eval_interval=4)}, CPU,
-                     seeds=[0, 1], done=score_test(kept, TASK, CPU), progress=False)
-    assert runs[0] is kept[0] and math.isfinite(runs[0].test_loss) and runs[1].seed == 1
+
+
+def test_tune_lr_chooses_on_the_mean_over_its_tuning_seeds_and_a_divergence_on_any_seed_excludes_the_rate():
+    config = TrainConfig(steps=4, lr=1.0, eval_interval=4, weight_decay=0.0)
+    tables = [tune_lr({"a": tiny}, TASK, config, CPU, lrs=[1e-3, 3e-2], seeds=[s], progress=False)[1] for s in (3, 4)]
+    chosen, table, kept = tune_lr({"a": tiny}, TASK, config, CPU, lrs=[1e-3, 3e-2, 1e30], seeds=[3, 4],
+                                  progress=False)
+    mean = (tables[0] + tables[1]) / 2
+    assert table.loc["a", [1e-3, 3e-2]].to_numpy() == pytest.approx(mean.loc["a"].to_numpy(), rel=1e-12)
+    assert chosen["a"] == float(mean.loc["a"].idxmin()) and math.isinf(table.loc["a", 1e30])
+    assert sorted(r.seed for r in kept) == [3, 4] and {r.lr for r in kept} == {chosen["a"]}
+    with pytest.raises(ValueError, match="at least one seed"):
+        tune_lr({"a": tiny}, TASK, config, CPU, lrs=[1e-3], seeds=[], progress=False)
 
 
 def test_compare_to_is_paired_by_seed():
@@ -115,7 +125,7 @@ def test_runs_spread_over_two_devices_equal_the_runs_one_after_another():
         assert s.history.loss == pytest.approx(o.history.loss, rel=1e-6) and s.test_loss == pytest.approx(o.test_loss)
         for (name, w), w_o in zip(s.module.state_dict().items(), o.module.state_dict().values()):
             torch.testing.assert_close(w, w_o, rtol=1e-6, atol=1e-7, msg=name)
-    grid = [tune_lr({"a": tiny}, TASK, config, CPU, lrs=[1e-3, 1e30], seed=0, progress=False, executor=e)
+    grid = [tune_lr({"a": tiny}, TASK, config, CPU, lrs=[1e-3, 1e30], seeds=[0], progress=False, executor=e)
             for e in (None, two)]
     assert grid[0][0] == grid[1][0] == {"a": 1e-3} and math.isinf(grid[1][1].loc["a", 1e30])
 
@@ -128,7 +138,7 @@ def test_tune_then_run_tunes_on_a_seed_of_its_own_then_runs_every_confirmatory_s
     config = TrainConfig(steps=4, lr=1.0, eval_interval=4, weight_decay=0.0)
     runs, table, chosen = tune_then_run(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], plan=SeedPlan(0, 2),
                                         progress=False, checkpoints=tmp_path)
-    by_hand, _, _ = tune_lr(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], seed=2, progress=False)
+    by_hand, _, _ = tune_lr(builders, TASK, config, CPU, lrs=[1e-3, 3e-2], seeds=[2], progress=False)
     again = run_seeds(builders, TASK, {n: TrainConfig(steps=4, lr=by_hand[n], eval_interval=4, weight_decay=0.0)
                                        for n in builders}, CPU, seeds=[0, 1], progress=False)
     assert chosen == by_hand and list(table.index) == ["a", "b"]
@@ -196,19 +206,19 @@ def test_tune_lr_extends_an_edge_choice_until_it_is_bracketed_or_the_extensions_
     task = lm_task(TokenSplits(periodic[:3000], periodic[3000:3600], periodic[3600:], 20, "periodic"), **SHAPE)
     config = TrainConfig(steps=4, lr=1.0, eval_interval=4, weight_decay=0.0)
     # rates far too small: the largest wins each time, so the grid grows upward twice, then stays untuned
-    chosen, table, kept = tune_lr({"a": tiny}, task, config, CPU, lrs=[1e-5, 2e-5], seed=0, progress=False,
+    chosen, table, kept = tune_lr({"a": tiny}, task, config, CPU, lrs=[1e-5, 2e-5], seeds=[0], progress=False,
                                   max_extensions=2)
     assert list(table.columns) == pytest.approx([1e-5, 2e-5, 4e-5, 8e-5]) and chosen["a"] == pytest.approx(8e-5)
     tried = {"a": list(table.columns[table.loc["a"].notna()])}
     status = check_tried(tried, chosen, [1e-5, 2e-5], max_extensions=2)["a"]
     assert status.action == "untuned" and "top of the grid" in status.note and kept[0].lr == chosen["a"]
     # a diverging top: the bottom is extended once (to a rate that learns nothing), and the choice is bracketed
-    chosen, table, _ = tune_lr({"a": tiny, "b": tiny}, task, config, CPU, lrs=[1e-2, 1e30], seed=0, progress=False,
+    chosen, table, _ = tune_lr({"a": tiny, "b": tiny}, task, config, CPU, lrs=[1e-2, 1e30], seeds=[0], progress=False,
                                max_extensions=2)
     assert chosen == {"a": 1e-2, "b": 1e-2} and len(table.columns) == 3 and math.isinf(table.loc["a", 1e30])
     tried = {n: list(table.columns[table.loc[n].notna()]) for n in table.index}
     assert {c.action for c in check_tried(tried, chosen, [1e-2, 1e30], max_extensions=2).values()} == {"tuned"}
     # without extensions the old behaviour: the base grid only, the edge choice flagged untuned
-    chosen, table, _ = tune_lr({"a": tiny}, task, config, CPU, lrs=[1e-5, 2e-5], seed=0, progress=False)
+    chosen, table, _ = tune_lr({"a": tiny}, task, config, CPU, lrs=[1e-5, 2e-5], seeds=[0], progress=False)
     assert list(table.columns) == [1e-5, 2e-5] and chosen["a"] == 2e-5
     assert check_tried({"a": [1e-5, 2e-5]}, chosen, [1e-5, 2e-5])["a"].action == "untuned"

@@ -79,8 +79,9 @@ def test_bad_looks_are_refused_by_the_seed_plan():
 def test_the_seed_plan_names_the_confirmatory_seeds_the_looks_and_the_tuning_seed_past_them():
     plan = SeedPlan(100, 12, [3, 6, 9])
     assert plan.seeds == list(range(100, 112)) and plan.looks == (3, 6, 9) and plan.design == [3, 6, 9, 12]
-    assert plan.tuning == 112 and plan.tuning not in plan.seeds
-    assert SeedPlan(5, 3).design == [3] and SeedPlan(5, 3).tuning == 8
+    assert plan.tuning == [112] and not set(plan.tuning) & set(plan.seeds)
+    assert SeedPlan(5, 3).design == [3] and SeedPlan(5, 3).tuning == [8]
+    assert SeedPlan(5, 3, n_tuning=2).tuning == [8, 9]
 
 
 def test_a_failed_gate_stops_the_looks_and_leaves_the_primaries_untestable():
@@ -157,7 +158,7 @@ def test_tune_then_look_chooses_each_rate_on_the_tuning_seed_then_runs_the_plans
 
     looked, table, status = tune_then_look(builders, task, config, cpu, [claim], values_of, lrs=[1e-3, 3e-2],
                                            plan=plan, progress=False)
-    chosen, grid, _ = tune_lr(builders, task, config, cpu, lrs=[1e-3, 3e-2], seed=plan.tuning, progress=False)
+    chosen, grid, _ = tune_lr(builders, task, config, cpu, lrs=[1e-3, 3e-2], seeds=plan.tuning, progress=False)
     by_hand = run_seeds(builders, task, {n: TrainConfig(steps=4, lr=chosen[n], eval_interval=4, weight_decay=0.0)
                                          for n in builders}, cpu, seeds=plan.seeds, progress=False)
     assert table["chosen lr"].to_dict() == chosen and set(status) == {"a", "b"}

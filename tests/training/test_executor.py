@@ -72,7 +72,7 @@ def test_a_submitit_job_array_gives_the_runs_of_the_sequential_path(tmp_path):
         for (name, w), w_h in zip(t.module.state_dict().items(), h.module.state_dict().values()):
             assert w.device == w_h.device and torch.equal(w, w_h), name
     assert jobs_in(tmp_path) == 4 and not list(tmp_path.rglob("*.pkl"))  # the succeeded jobs' pickles are gone
-    grid = [tune_lr({"a": tiny}, TASK, CONFIG, CPU, lrs=[1e-3, 1e30], seed=0, progress=False, executor=e)
+    grid = [tune_lr({"a": tiny}, TASK, CONFIG, CPU, lrs=[1e-3, 1e30], seeds=[0], progress=False, executor=e)
             for e in (None, local_array(tmp_path / "grid"))]
     assert grid[0][0] == grid[1][0] == {"a": 1e-3} and grid[1][1].loc["a", 1e30] == float("inf")
 
@@ -134,7 +134,7 @@ def test_workers_side_by_side_give_the_runs_of_one_thread_in_this_process_and_ag
             assert t.history.loss == h.history.loss and t.test_loss == h.test_loss and t.origin == "trained"
             for (name, w), w_h in zip(t.module.state_dict().items(), h.module.state_dict().values()):
                 assert w.device == w_h.device and torch.equal(w, w_h), name
-    grid = tune_lr({"a": tiny}, TASK, CONFIG, CPU, lrs=[1e-3, 1e30], seed=0, progress=False, executor=Workers(2))
+    grid = tune_lr({"a": tiny}, TASK, CONFIG, CPU, lrs=[1e-3, 1e30], seeds=[0], progress=False, executor=Workers(2))
     assert grid[0] == {"a": 1e-3} and grid[1].loc["a", 1e30] == float("inf")
 
 

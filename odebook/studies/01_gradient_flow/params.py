@@ -83,8 +83,8 @@ class GradientFlowParams(ODEHybridParams):
         out = []
         for name, build in mqar_arms(self.model_config(vocab.size)).items():
             train = Work(self.task_steps, batch)
-            out += [Runs(name, build, len(self.lr_grid) + self.lr_extensions, (train, Work(valid, batch, train=False)),
-                         part="lr grid"),
+            grid = (len(self.lr_grid) + self.lr_extensions) * self.tuning_seeds
+            out += [Runs(name, build, grid, (train, Work(valid, batch, train=False)), part="lr grid"),
                     Runs(name, build, self.n_seeds, (train, Work(valid + scored, batch, train=False)), part="MQAR")]
         text = gradient_flow_arms(self.model_config(tok.vocab_size))
         return out + [Runs(name, build, self.lm_seeds, lm_work(self, tok), part="WikiText")

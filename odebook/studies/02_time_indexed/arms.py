@@ -50,6 +50,11 @@ def _gated(granularity: str) -> Callable[[Config], nn.Module]:
                                 gate_width=c.gate_width, norm=c.norm)
 
 
+def _ssm(*, state: bool) -> Callable[[Config], nn.Module]:
+    return lambda c: SSMGatedBlock(d_model=c.d_model, n_head=c.n_head, d_state=c.d_state, n_freq=c.n_freq,
+                                   gate_width=c.gate_width, norm=c.norm, state=state)
+
+
 @dataclasses.dataclass(frozen=True)
 class Arm:
     """An arm: ``what`` it is (one line of the models table); ``block``, the depth-shared block it applies (None: the
@@ -86,8 +91,9 @@ ARMS: dict[str, Arm] = {
     "ti_mlp_full": Arm("shared weights, one gate per weight (the published formula); x + f", _gated("full"),
                        gated=True),
     "ti_ssm": Arm("`ti_mlp` with a selective diagonal SSM beside attention, its A, B, C, Δ, D gated by depth",
-                  lambda c: SSMGatedBlock(d_model=c.d_model, n_head=c.n_head, d_state=c.d_state, n_freq=c.n_freq,
-                                          gate_width=c.gate_width, norm=c.norm), gated=True),
+                  _ssm(state=True), gated=True),
+    "ti_ssm_memoryless": Arm("`ti_ssm` without the SSM's state (its decay 0: each token reads only itself), trained "
+                             "— the SSM claim's negative control", _ssm(state=False), gated=True),
     "ti_mlp_constant": Arm("`ti_mlp` with t held fixed — the adapter structure without time dependence (the control)",
                            _gated("channel"), time="constant", gated=True),
     "ti_mlp_dt": Arm("`ti_mlp` with ODE scaling x + dt·f", _gated("channel"), residual="dt", gated=True),

@@ -28,13 +28,13 @@ class TimeIndexedParams(TextCorpusParams):
     groups: ClassVar = {"architecture": ("d_model", "n_layer", "n_freq", "d_emb", "gate_width", "d_state",
                                          "rediscretize", "norm", "tong_time_mlp")}
     defaults: ClassVar[Mapping[str, Any]] = {
-        "n_seeds": 12, "looks": [4, 8], "tokenizer": 'bytes', "seq_len": 128, "max_seq_len": 128, "batch_size": 8,
-        "steps": 1000, "weight_decay": 0.0, "eval_interval": 100}
+        "n_seeds": 12, "looks": [4, 8], "tuning_seeds": 2, "tokenizer": 'bytes', "seq_len": 128, "max_seq_len": 128,
+        "batch_size": 8, "steps": 1000, "weight_decay": 0.0, "eval_interval": 100}
 
     models: list[str] = spec(list(TIME_INDEXED_MODELS), choices=TIME_INDEXED_MODELS,
                              help="which models to train; the primary claims need standard, tong, ti_mlp, "
-                                  "ti_mlp_constant, ti_ssm, their negative controls ti_mlp_twin (a claim whose arms "
-                                  "are missing is left out)")
+                                  "ti_mlp_constant, ti_ssm, their negative controls ti_mlp_twin and "
+                                  "ti_ssm_memoryless (a claim whose arms are missing is left out)")
     d_model: int = spec(256, ge=8)
     n_layer: int = spec(6, ge=1, le=48, help="layers of the standard transformer = depth steps of the others")
     n_freq: int = spec(16, ge=1, help="S: frequencies of the sinusoidal depth embedding")
@@ -47,8 +47,8 @@ class TimeIndexedParams(TextCorpusParams):
     tong_time_mlp: str = spec("shared", choices=TIME_MLPS, help="Tong's block: one time MLP for all generators "
                                                                 "(default), or one per linear as Tong's code")
     lr_grid: list[float] = spec([5e-4, 1e-3, 2e-3], gt=0.0, le=1.0,
-                                help="learning rates tried per model on the first seed; the lowest final validation "
-                                     "loss chooses (lr is not used)")
+                                help="learning rates tried per model on the tuning seeds; the lowest mean final "
+                                     "validation loss chooses (lr is not used)")
     lr_extensions: int = spec(2, ge=0, le=4, help="times a model's grid is extended one step past the edge it chose "
                                                   "(study.lr_grid); a choice still at an edge is flagged untuned")
     margin: float = spec(0.02, gt=0.0, help="smallest test-loss difference of interest, in nats, of every loss claim "
@@ -80,13 +80,16 @@ class TimeIndexedParams(TextCorpusParams):
         return {name: functools.partial(cfg.build, name) for name in self.models}
 
     def runs(self, tok) -> list:
-        """What the study runs (odebook.params.plan, for its budget): each model's grid (with its extensions, at
-        most ``lr_extensions``) and its seeds, then the interleaved timing of two pairs of models
-        (odebook.study.timing: three warm-up pairs, ``timing_reps`` timed)."""
-        from odebook.params.plan import Runs, Work, token_windows, tuned
+        """What the study runs (odebook.params.plan, for its budget): each model's grid on the tuning seeds (with its
+        extensions, at most ``lr_extensions``) and its seeds; the one-standard-error sensitivity's re-runs (counted as
+        the TI-MLP's seeds: the family with the flat curve is the one that rule moves); then the interleaved timing of
+        two pairs of models (odebook.study.timing: three warm-up pairs, ``timing_reps`` timed)."""
+        from odebook.params.plan import Runs, Work, lm_work, token_windows, tuned
 
         arms = self.arms(tok.vocab_size)
         runs = [r for name, build in arms.items() for r in tuned(self, tok, name, build, self.lr_extensions)]
+        if {"ti_mlp", "standard", "tong"} <= set(self.models):
+            runs.append(Runs("ti_mlp", arms["ti_mlp"], self.n_seeds, lm_work(self, tok), part="sensitivity"))
         timed = [m for a, b in (("ti_mlp", "tong"), ("ti_ssm", "ti_mlp")) if {a, b} <= set(self.models) for m in (a, b)]
         step = Work(self.timing_reps + 3, token_windows(tok.vocab_size, self.batch_size, self.seq_len))
         return runs + [Runs(m, arms[m], 1, (step,), setup=False, part="timing") for m in timed]

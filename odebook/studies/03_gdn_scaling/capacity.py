@@ -1,5 +1,6 @@
 """How many bindings a state holds: study 03's capacity claims, the tables they rest on, and the capacity read from
-an accuracy curve — the largest number of bindings k it recalls at ≥ 90 %.
+a curve over k — the largest number of bindings k at which it still reaches a threshold (``capacity``: accuracy at
+≥ 90 % by default, Zoology's reading; this study's table, ``capacity_table``, reads binding at ≥ 0.5).
 
 Given per-seed accuracies at the tested k (seeds × ks, from MQAR, odebook.data.mqar), the estimate is the largest
 tested k at which the mean accuracy over seeds, and at every smaller tested k, reaches ``threshold`` — the Zoology

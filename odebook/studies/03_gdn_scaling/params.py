@@ -146,7 +146,7 @@ class GDNScalingParams(RetrievalParams):
         forwards = ((w.evaluations(self.mqar_steps, self.eval_interval) * len(self.mqar_eval_ks) + sets)
                     * self.mqar_eval_batches + 4 * mqar.SCORING_BATCHES * len(self.mqar_eval_ks))
         recall = (w.Work(self.mqar_steps, batch), w.Work(forwards, batch, train=False))
-        tried = len(self.mqar_lr_grid) + self.mqar_lr_extensions
+        tried = (len(self.mqar_lr_grid) + self.mqar_lr_extensions) * self.tuning_seeds
         return ladder + bound + [w.Runs(name.split(" d")[0], arm.build, n, recall, part=part)  # family: gdn, …
                                  for name, arm in self.mqar_arms().items()
                                  for n, part in ((tried, "MQAR lr grid"), (self.n_seeds, "MQAR"))]

@@ -8,6 +8,7 @@ passed through the environment where the command itself names none (make's ``PRO
 test inside itself).
 """
 
+import json
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ class How:
     fresh_venv: bool = False  # the command builds .venv itself
     server: bool = False  # a server: started, checked, stopped
     expect: tuple = ()  # files (relative to the copy) the command must leave
+    ran_with: dict = field(default_factory=dict)  # a results.json (relative to the copy) → parameters it must hold
 
 
 COMMANDS = {
@@ -49,8 +51,9 @@ COMMANDS = {
     "make test": How(env={"PYTEST_ADDOPTS": "--collect-only -q"}),
     "make test-all": How(env={"PYTEST_ADDOPTS": "--collect-only -q"}),
     'make run-all PROFILE=smoke NOTEBOOKS="01_gradient_flow"': How(expect=("outputs/smoke/index.html",)),
-    'make run-all PROFILE=smoke SET="steps=40 n_seeds=2"': How(env={"NOTEBOOKS": "01_gradient_flow"},
-                                                              expect=("outputs/smoke/01_gradient_flow/results.json",)),
+    'make run-all PROFILE=smoke SET="n_seeds=3"': How(
+        env={"NOTEBOOKS": "01_gradient_flow"},
+        ran_with={"outputs/smoke/01_gradient_flow/results.json": {"n_seeds": 3, "task_steps": 12}}),
     "make lab PROFILE=smoke ODEBOOK_DATA=../shared/data": How(data="none", server=True),
     "ODEBOOK_PROFILE=smoke .venv/bin/papermill notebooks/01_gradient_flow.ipynb out.ipynb --cwd notebooks -p steps 20":
         How(expect=("out.ipynb",)),
@@ -129,6 +132,9 @@ def test_the_readme_command_runs_as_written(command, beside_the_mirror):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for path in how.expect:
         assert (beside_the_mirror / path).is_file(), f"{command}: no {path}\n{done.stdout[-2000:]}"
+    for path, values in how.ran_with.items():  # what the command changed, and only that
+        ran = json.loads((beside_the_mirror / path).read_text())["parameters"]
+        assert {k: ran[k] for k in values} == values, f"{command}: {path} ran with {ran}"
 
 
 @pytest.mark.slow

@@ -20,7 +20,12 @@ def work_precision(rows, *, flow: str, loss_errors):
     evaluations on one trained flow, beside the error at which the held-out loss moves by the stated tolerance
     (``loss_errors``: curvature → that error)."""
     curvatures = sorted(rows.curvature.unique())
-    fig, axes = figure(len(curvatures), width=3.6)
+    per_row = min(3, len(curvatures))  # rows of three panels: legible where six in one row were not
+    lines = -(-len(curvatures) // per_row)
+    fig, grid = plt.subplots(lines, per_row, figsize=(4.2 * per_row, 3.4 * lines), squeeze=False)
+    axes = list(grid.flat)
+    for ax in axes[len(curvatures):]:
+        ax.remove()
     for ax, c in zip(axes, curvatures):
         for i, (solver, by_solver) in enumerate(rows[rows.curvature == c].groupby("solver", sort=False)):
             by_solver = by_solver.sort_values("evaluations")
@@ -28,7 +33,8 @@ def work_precision(rows, *, flow: str, loss_errors):
         ax.axhline(loss_errors[c], color="grey", ls="--", lw=1, label="the loss feels")
         ax.set(xlabel="vector-field evaluations", xscale="log", yscale="log", title=f"α × {c:g}")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("relative error of H(1)")
+    for ax in axes[::per_row]:
+        ax.set_ylabel("relative error of H(1)")
     axes[0].legend(fontsize=8)
     fig.suptitle(f"work–precision across curvature, {flow}")
     fig.tight_layout()

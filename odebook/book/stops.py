@@ -5,6 +5,7 @@ command resumes (odebook.book.runner's ``main``)."""
 from __future__ import annotations
 
 import errno
+import logging
 import shutil
 import signal
 import sys
@@ -52,6 +53,9 @@ def report(err: BaseException, outputs: Path) -> int:
               "(finished runs and checkpoints are kept)", file=sys.stderr)
         return EXIT_DISK_FULL
     if isinstance(err, KeyboardInterrupt):
+        # nbclient's cell task, interrupted with the kernel, ends with an exception no one retrieves: at exit asyncio
+        # would log it, a dump of 145-230 lines after this one (issue 71). The run has stopped; its line says it all.
+        logging.getLogger("asyncio").disabled = True
         what = "terminated (SIGTERM)" if isinstance(err, Terminated) else "interrupted"
         print(f"\n{what}; resume with the same command (finished runs and checkpoints are kept)", file=sys.stderr)
         return EXIT_TERMINATED if isinstance(err, Terminated) else EXIT_INTERRUPTED

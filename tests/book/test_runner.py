@@ -427,3 +427,30 @@ def test_the_console_shows_the_training_progress_of_a_running_notebook(book, own
     monkeypatch.setenv(kernel.SHOW_ENV, "0")  # CI's log: nothing
     runner.run_book(book, "smoke", ["92_trains"], fresh=True)
     assert "tiny seed 0" not in capsys.readouterr().out
+
+
+def test_an_interrupted_run_says_one_line_and_no_asyncio_task_dump_follows(tmp_path, capsys, caplog):
+    """A signal that arrives while a cell runs with worker processes left nbclient's cell task with an exception no
+    one retrieved; at exit asyncio logged it — a 145-line dump after the one-line message (issue 71). Once the run
+    stops, the asyncio logger is off: the one line is all."""
+    import asyncio
+    import gc
+    import logging
+
+    async def cell():
+        raise RuntimeError("the kernel was interrupted")
+
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(cell())
+    loop.run_until_complete(asyncio.sleep(0.01))  # the task ends with its exception, never retrieved
+    asyncio_log = logging.getLogger("asyncio")
+    try:
+        assert stops.report(stops.Terminated(), tmp_path) == stops.EXIT_TERMINATED
+        del task
+        gc.collect()  # where asyncio says "Task exception was never retrieved"
+        loop.close()
+        assert not [r for r in caplog.records if r.name == "asyncio"]
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["terminated (SIGTERM); resume with the same command (finished runs and checkpoints are kept)"]
+    finally:
+        asyncio_log.disabled = False

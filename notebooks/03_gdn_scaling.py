@@ -359,8 +359,9 @@ notebook.save_results(
 # every pair. A first run of this design (seeds 200–205) let the grid reach 1e-2, which the tuning seed's validation
 # loss chose for both GDN sizes: two of six d 32 seeds had not learned the task after 800 steps (validation loss 2.1 and
 # 2.3, the others 0.4–1.5; d 32's binding 0.60 [0.25, 0.95] at two pairs, 0.17 at sixteen), its claims 1 and 2 were
-# misread (the end of this paragraph), claim 3 came out inconclusive (+0.26 [−0.10, 0.63]); a pilot at 1e-2 with batch 16 × 1,600 steps saw
-# two of six d 32 seeds stall, though at 32 × 800 three pilot seeds had learned at 1e-2. The cpu profile's grid
+# misread (the end of this paragraph), claim 3 came out inconclusive (+0.26 [−0.10, 0.63]);
+# a pilot at 1e-2 with batch 16 × 1,600 steps saw two of six d 32 seeds stall, though at 32 × 800 three pilot seeds
+# had learned at 1e-2. The cpu profile's grid
 # therefore stops at 3e-3 for every arm (attention, best at 1e-2 on the tuning seed, answers every query at 3e-3 as
 # well). The cap is not neutral for claim 3: on the tuning seed d 16 then chose 1e-3 by a margin (validation loss 1.827
 # against 1.904 at 3e-3, the committed report's `mqar_lr_selection`), where it binds about 0.02 averaged over k against

@@ -13,6 +13,15 @@ def time_indexed(name: str, *, vocab_size: int, **shape):
     config = studies.schema("02_time_indexed")().model_config(vocab_size)
     return dataclasses.replace(config, **shape).build(name)
 
+def output_drop_hybrid(p: float, pattern: str = "GGS"):
+    """Study 04's dropped-output arm: the state-reading hybrid ``pattern`` with its GDN output dropped with ``p``."""
+    from odebook.models.local_paths import LOCAL_PATHS
+
+    config = studies.load("04_mixed_training").output_drop.OutputDropConfig
+    return config(pattern=pattern, **SHAPE, window=8, chunk_size=8, state_read=True, local_path=LOCAL_PATHS["drop_0.7"],
+                  output_drop=p).build()
+
+
 V, D, H, T = 61, 32, 4, 40
 SHAPE = dict(vocab_size=V, d_model=D, n_head=H, max_seq_len=T)
 FAMILIES = {
@@ -27,4 +36,5 @@ FAMILIES = {
     "ti_ssm": lambda: time_indexed("ti_ssm", **SHAPE, n_layer=4),
     "gdn-swa": lambda: models.pattern_lm("GGS", **SHAPE, window=8),
     "gdn-state-read": lambda: models.pattern_lm("GGS", **SHAPE, window=8, state_read=True, local_path="drop_0.7"),
+    "gdn-output-drop": lambda: output_drop_hybrid(0.7),
 }

@@ -27,6 +27,7 @@ ABLATIONS: dict[str, Ablation] = {
     **{f"state {how}": Ablation(gdn_state=mode, state_read=mode) for how, mode in (("mean", "mean"),
                                                                                    ("resampled", "resample"))},
     **{f"state read {how}": Ablation(state_read=mode) for how, mode in (("mean", "mean"), ("resampled", "resample"))},
+    "gdn output resampled": Ablation(gdn_state="resample"),  # each GDN layer's own read-out only: the read is kept
 }
 
 

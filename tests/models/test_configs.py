@@ -57,18 +57,26 @@ def test_the_configurations_build_what_the_builders_build_from_the_same_settings
 def test_study_04_s_arms_are_typed_so_no_notebook_parses_a_name():
     p = MixedTrainingParams.from_mapping({**RETRIEVAL, "bottlenecks": list(LOCAL_PATHS)}, "x")
     arms = p.arms()
-    assert list(arms) == [*LOCAL_PATHS, "control"]
+    assert list(arms) == [*LOCAL_PATHS, "drop_0.7+out_0.7", "control", "attention"]
     assert all(isinstance(c.local_path, LocalPath) for c in arms.values())
-    assert [a for a, c in arms.items() if c.state_read] == list(LOCAL_PATHS)
-    # every G a W (sliding window behind the same short convolution: the two differ in memory only); S stays S
+    assert [a for a, c in arms.items() if c.state_read] == [*LOCAL_PATHS, "drop_0.7+out_0.7"]
+    # the dropped-output arm is the source's drop arm but for its GDN output dropped
+    out = arms["drop_0.7+out_0.7"]
+    assert out.output_drop == 0.7 and arms["drop_0.7"] == PatternConfig(
+        **{f.name: getattr(out, f.name) for f in dataclasses.fields(PatternConfig)})
+    # every G a W (sliding window behind the same short convolution: the two differ in memory only); S stays S; the
+    # comparator's every G a C (full attention behind that convolution)
     assert arms["control"].pattern == p.pattern.replace("G", "W") and not arms["control"].state_read
     assert set(arms["control"].pattern) == {"W", "S"}
+    assert arms["attention"].pattern == p.pattern.replace("G", "C") and not arms["attention"].state_read
     static = [a for a, c in arms.items() if c.state_read and c.local_path.static]
     assert static == ["static_0.3", "static_0.1"]  # "none" is no bottleneck
-    assert [a for a, c in arms.items() if c.local_path.source_drop] == ["drop_0.7"]  # the source's: 0.7, then 0.3
+    assert [a for a, c in arms.items() if c.local_path.source_drop] == ["drop_0.7", "drop_0.7+out_0.7"]  # 0.7, then 0.3
     assert (LOCAL_PATHS["drop_0.7"].scale, LOCAL_PATHS["drop_0.7"].drop_prob) == (0.3, 0.7)
     assert LOCAL_PATHS["drop_0.7_inverted"].inverted and not LOCAL_PATHS["drop_0.7_inverted"].as_source
-    assert not MixedTrainingParams.from_mapping({**RETRIEVAL, "control": False}, "x").arms().keys() >= {"control"}
+    fewer = MixedTrainingParams.from_mapping({**RETRIEVAL, "control": False, "comparator": False, "output_drop": 0},
+                                             "x").arms()
+    assert list(fewer) == ["static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted"]
 
 
 def test_the_schema_offers_exactly_the_typed_arms():

@@ -10,7 +10,7 @@ from odebook.study.plots import figure
 
 __all__ = ["ablations"]
 
-ABLATION_BARS = (("state read resampled", -0.3), ("state resampled", -0.1), ("state zeroed", 0.1),
+ABLATION_BARS = (("state read resampled", -0.3), ("gdn output resampled", -0.1), ("state resampled", 0.1),
                  ("local zeroed", 0.3))
 
 

@@ -1,5 +1,5 @@
-"""Study 04's parameters: the hybrid's pattern and width, its local-path arms and training regimes, the no-state
-control, the targets and sampling."""
+"""Study 04's parameters: the hybrid's pattern and width, its local-path arms, the dropped-output arm, the training
+regimes, the no-state control and the reaching comparator, the learning-rate grid, the targets and sampling."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from odebook.models.local_paths import LOCAL_PATHS
 from odebook.params.retrieval import ABLATIONS, RetrievalParams
 from odebook.params.schema import spec
 
+from .output_drop import OutputDropConfig
+
 __all__ = ["MixedTrainingParams"]
 
 
@@ -21,7 +23,9 @@ class MixedTrainingParams(RetrievalParams):
     Defaults are the source's configuration (the t4 profile)."""
 
     groups: ClassVar = {"text": ("max_train_stories",), "architecture": ("pattern", "d_model"),
+                        "tuning": ("lr_grid", "lr_extensions"),
                         "sampling": ("n_samples", "sample_tokens", "temperature", "top_k")}
+    defaults: ClassVar = {"tuning_seeds": 2}
 
     corpus: str = spec("tinystories", choices=("tinystories",),
                        help="the language-model corpus (checked before compute)")
@@ -30,9 +34,19 @@ class MixedTrainingParams(RetrievalParams):
     bottlenecks: list[str] = spec(["static_0.3", "static_0.1", "drop_0.7", "drop_0.7_inverted"],
                                   choices=tuple(LOCAL_PATHS), help="local path arms (odebook.models.local_paths)")
     regimes: list[str] = spec(["lm", "retrieval", "mixed"], choices=("lm", "retrieval", "mixed"))
+    output_drop: float = spec(0.7, ge=0.0, le=0.95, help="also train the source's drop arm (drop_0.7) with its GDN "
+                              "layers' direct output dropped per sequence with this probability in training (scaled "
+                              "by 1 − p at inference), so that far facts pass through the state read; 0: no such arm")
     control: bool = spec(True, help="also train the no-state control (every G layer replaced by sliding-window "
                          "attention behind the G layer's short convolution: a window instead of a state, with its "
                          "own projections)")
+    comparator: bool = spec(True, help="also train the reaching comparator 'attention': every G layer full causal "
+                            "attention behind the G layer's short convolution (C), which sees every fact")
+    lr_grid: list[float] = spec([5e-4, 1e-3, 2e-3], gt=0.0, le=1.0,
+                                help="learning rates every arm tries on the tuning seeds; the lowest mean final "
+                                     "validation loss of its regime's objective chooses (lr is not used)")
+    lr_extensions: int = spec(2, ge=0, le=4, help="times an arm's grid is extended one step past the edge it chose "
+                                                  "(study.lr_grid); a choice still at an edge is flagged untuned")
     max_train_stories: int = spec(50_000, ge=1)
     ppl_target: float = spec(5.0, gt=1.0, help="the source's target for held-out perplexity")
     delta_target: float = spec(0.15, gt=0.0, le=1.0, help="the source's target for Delta (15 points): the margin of "
@@ -52,27 +66,47 @@ class MixedTrainingParams(RetrievalParams):
         return errors + ([] if errors else few_stories(self.batch_size, self.eval_batches))
 
     def arms(self) -> dict[str, PatternConfig]:
-        """The study's arms by name: each bottleneck of ``bottlenecks``, then (with ``control``) the no-state control,
-        every G layer a W layer (sliding-window attention behind the same short convolution; ``state_read`` False)."""
+        """The study's arms by name: each bottleneck of ``bottlenecks``; with ``output_drop``, drop_0.7 with its GDN
+        output dropped ("drop_0.7+out_<p>"); with ``control``, the no-state control (every G layer a W layer:
+        sliding-window attention behind the same short convolution; ``state_read`` False); with ``comparator``,
+        "attention" (every G layer a C layer: full causal attention behind that convolution)."""
         arms = {arm: self.model_config(self.pattern, d_model=self.d_model, local_path=arm) for arm in self.bottlenecks}
-        return arms | ({"control": self.model_config(self.pattern.replace("G", "W"), d_model=self.d_model)}
-                       if self.control else {})
+        if self.output_drop:
+            source = self.model_config(self.pattern, d_model=self.d_model, local_path="drop_0.7")
+            arms[f"drop_0.7+out_{self.output_drop:g}"] = OutputDropConfig(**vars(source), output_drop=self.output_drop)
+        if self.control:
+            arms["control"] = self.model_config(self.pattern.replace("G", "W"), d_model=self.d_model)
+        if self.comparator:
+            arms["attention"] = self.model_config(self.pattern.replace("G", "C"), d_model=self.d_model)
+        return arms
 
     def runs(self, tok) -> list:
-        """What the study runs (odebook.params.plan, for its budget): every arm in every regime on every seed —
-        language-model windows, the retrieval curriculum or both, evaluated on held-out text and scored on the
-        retrieval sets under each ablation it has (odebook.study.retrieval.score_rows)."""
+        """What the study runs (odebook.params.plan, for its budget): every arm in every regime on its learning-rate
+        grid on the tuning seeds (validation only), then on every seed at its chosen rate — language-model windows,
+        the retrieval curriculum or both, evaluated on the regime's held-out objective and scored on the retrieval
+        sets under each ablation it has (odebook.study.retrieval.score_rows)."""
         import functools
 
         from odebook.models.lm import mixed_loss
         from odebook.params import plan as w
 
+        from .analysis import flat_mixed_loss
+
         windows = w.token_windows(tok.vocab_size, self.batch_size, self.seq_len)
         prompts = functools.partial(w.prompts, tok, self.retrieval_batch_size, self.ks)
+        last = prompts(max(self.curriculum))
         train = {"lm": (w.Work(self.steps, windows),), "retrieval": w.curriculum_work(self, self.steps, prompts),
                  "mixed": w.curriculum_work(self, self.steps, lambda n: lambda: (windows(), prompts(n)()), mixed_loss)}
-        # every evaluation and the held-out perplexity at the end
-        valid = w.Work((w.evaluations(self.steps, self.eval_interval) + 1) * self.eval_batches, windows, train=False)
-        return [w.Runs("hybrid" if arm.state_read else "control", arm.build, self.n_seeds,
-                       (*train[regime], valid, *w.scoring_work(self, tok, len(ABLATIONS) if arm.state_read else 2)))
-                for arm in self.arms().values() for regime in self.regimes]
+        n = w.evaluations(self.steps, self.eval_interval) * self.eval_batches
+        valid = {"lm": w.Work(n, windows, train=False), "retrieval": w.Work(n, last, train=False),
+                 "mixed": w.Work(n, lambda: (*windows(), *last()), flat_mixed_loss, train=False)}
+        ppl = w.Work(self.eval_batches, windows, train=False)  # the held-out perplexity at the end
+        grid = (len(self.lr_grid) + self.lr_extensions) * self.tuning_seeds
+        out = []
+        for arm in self.arms().values():
+            family = "hybrid" if arm.state_read else "stateless"
+            scored = w.scoring_work(self, tok, len(ABLATIONS) if arm.state_read else 2)
+            out += [run for regime in self.regimes for run in (
+                w.Runs(family, arm.build, grid, (*train[regime], valid[regime]), part="lr grid"),
+                w.Runs(family, arm.build, self.n_seeds, (*train[regime], valid[regime], ppl, *scored)))]
+        return out

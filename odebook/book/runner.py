@@ -124,7 +124,17 @@ def validate(book: Book, profile: str, names: list[str], settings: dict[str, Any
     for name, (params, _) in ok.items():
         if ignored := params.ignored_keys():
             print(f"{book.params / profile / name}.yaml: {ignored}", flush=True)
+    for line in descriptive_settings(ok, settings):
+        print(line, flush=True)
     return ok
+
+
+def descriptive_settings(checked: dict[str, tuple[Params, dict]], settings: dict[str, Any]) -> list[str]:
+    """One line per ``SET`` key that, in a study, moves only a descriptive section (its parameters'
+    ``descriptive_only``: key → the section and what the verdicts rest on instead)."""
+    return [f"SET {key}={settings[key]!r}: in {name} this changes only {what}"
+            for name, (params, _) in checked.items()
+            for key, what in getattr(type(params), "descriptive_only", {}).items() if key in settings]
 
 
 # -- execution ----------------------------------------------------------------------------------------------------

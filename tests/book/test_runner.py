@@ -454,3 +454,13 @@ def test_an_interrupted_run_says_one_line_and_no_asyncio_task_dump_follows(tmp_p
         assert err == ["terminated (SIGTERM); resume with the same command (finished runs and checkpoints are kept)"]
     finally:
         asyncio_log.disabled = False
+
+
+def test_a_set_key_that_moves_only_a_descriptive_section_is_said_before_anything_runs(capsys):
+    """01's ``steps`` trains only its WikiText section: SET steps=40 runs, and the runner says that its verdicts rest
+    on the task's settings instead; a key the verdicts rest on gets no such line."""
+    book = runner.Book.at(Path(__file__).resolve().parents[2])
+    runner.validate(book, "smoke", ["01_gradient_flow", "05_ode_solvers"], {"steps": 40, "task_steps": 6})
+    out = capsys.readouterr().out
+    assert "SET steps=40: in 01_gradient_flow this changes only the WikiText section, which is descriptive" in out
+    assert "task_steps" in out and "SET task_steps" not in out and "in 05_ode_solvers" not in out

@@ -28,6 +28,11 @@ class GradientFlowParams(ODEHybridParams):
                         "recall_task": ("mqar_keys", "mqar_pairs", "task_steps", "task_batch_size", "lr_grid",
                                         "lr_extensions")}
 
+    # settings that move only the WikiText section, which is descriptive (the runner says so when SET changes one)
+    descriptive_only: ClassVar[Mapping[str, str]] = dict.fromkeys(
+        ("steps", "batch_size", "lr", "lm_seeds"), "the WikiText section, which is descriptive: the verdicts rest on "
+        "the MQAR task's task_steps, task_batch_size and lr_grid")
+
     solver: str = spec("euler", choices=SOLVERS)
     ode_steps: int = spec(4, ge=1, le=256, help="fixed-grid steps over t in [0, 1] (ignored by dopri5)")
     mqar_keys: int = spec(16, ge=4, help="the primaries' task, multi-query associative recall (odebook.data.mqar): "

@@ -31,7 +31,8 @@ from odebook.params.cell import cell_groups
 from odebook.training.runtime import ALLOCATOR_ENV
 from odebook.training.train import PROGRESS_ENV
 
-__all__ = ["KERNEL_NAME", "LOG_ENV", "SHOW_ENV", "for_this_python", "log_to", "progress", "KnownSettingsPassed"]
+__all__ = ["KERNEL_NAME", "LOG_ENV", "SHOW_ENV", "for_this_python", "log_to", "settled", "progress",
+           "KnownSettingsPassed"]
 
 KERNEL_NAME = "odebook-runner"
 LOG_ENV = "ODEBOOK_KERNEL_LOG"  # where a kernel started now appends its stderr
@@ -61,13 +62,25 @@ def for_this_python() -> Iterator[str]:
 
 @contextlib.contextmanager
 def log_to(path: Path) -> Iterator[Path]:
-    """Kernels started inside append their stderr to ``path``; an empty log is removed at the end."""
+    """Kernels started inside append their stderr to ``path``; at the end an empty log is removed, and progress bars
+    redrawn in place are kept as a terminal would show them (``settled``)."""
     with mock.patch.dict(os.environ, {LOG_ENV: str(path)}):
         try:
             yield path
         finally:
             if path.is_file() and not path.stat().st_size:
                 path.unlink()
+            elif path.is_file():
+                settled(path)
+
+
+def settled(path: Path) -> None:
+    """Rewrite the log ``path`` as a terminal shows it: of each line's carriage-return redraws (tqdm's bars, a few a
+    second for every run), the last one only — a cpu run's log otherwise holds thousands of them."""
+    with path.open(encoding="utf-8", errors="replace", newline="") as f:  # newline="": keep the carriage returns
+        text = f.read()
+    lines = [next((part for part in reversed(line.split("\r")) if part), "") for line in text.split("\n")]
+    path.write_text("\n".join(lines), encoding="utf-8")
 
 
 @contextlib.contextmanager

@@ -464,3 +464,14 @@ def test_a_set_key_that_moves_only_a_descriptive_section_is_said_before_anything
     out = capsys.readouterr().out
     assert "SET steps=40: in 01_gradient_flow this changes only the WikiText section, which is descriptive" in out
     assert "task_steps" in out and "SET task_steps" not in out and "in 05_ode_solvers" not in out
+
+
+def test_a_kernel_log_keeps_each_progress_bar_as_a_terminal_shows_it(tmp_path):
+    """tqdm redraws a bar in place with carriage returns; the log a run leaves keeps the last drawing of each line,
+    and every other line as it was."""
+    from odebook.book import kernel
+
+    log = tmp_path / "kernel.log"
+    with kernel.log_to(log):
+        log.write_text("run a:  0%| 0/9\rrun a: 50%| 4/9\rrun a: 100%| 9/9\nwarning: kept\r\nlast words\n")
+    assert log.read_text() == "run a: 100%| 9/9\nwarning: kept\nlast words\n"

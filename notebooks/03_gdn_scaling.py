@@ -80,7 +80,7 @@ elif importlib.util.find_spec("odebook") is None:
 seed = 0
 n_seeds = 3
 looks = []
-tuning_seeds = 1
+tuning_seeds = 2
 text = {"corpus": "wikitext2", "tokenizer": "gpt2"}
 training = {"seq_len": 256, "batch_size": 16, "steps": 1000, "lr": 1e-3, "weight_decay": 0.1, "grad_clip": 1.0,
             "eval_interval": 100, "eval_batches": 20}
@@ -90,7 +90,7 @@ lm_ladder = {"ladder_d": [128, 256, 512], "ladder_layers": [1, 2, 4], "series": 
 retrieval_task = {"ks": [2, 4], "curriculum": [0, 10, 30, 50, 100], "retrieval_batch_size": 16,
                   "retrieval_eval_examples": 500, "eval_seed": 10000, "retrieval_sizes": [0, 1, 2],
                   "retrieval_steps": 1500}
-mqar_capacity = {"mqar_keys": 64, "mqar_d": [64, 128, 256], "mqar_layers": 2, "mqar_control_window": 4,
+mqar_capacity = {"mqar_keys": 64, "mqar_width": 128, "mqar_heads": [8, 2], "mqar_layers": 2,
                  "mqar_train_ks": [4, 8, 16, 32, 64], "mqar_eval_ks": [4, 8, 16, 32, 64], "mqar_seq_len": 256,
                  "mqar_batch_size": 64, "mqar_steps": 3000, "mqar_lr_grid": [3e-4, 1e-3, 3e-3, 1e-2],
                  "mqar_lr_extensions": 1, "mqar_power_a": 0.1, "mqar_eval_batches": 8, "mqar_margin": 0.1}
@@ -134,23 +134,22 @@ display(pd.Series(mechanism, name="retrieval MSE").to_frame())
 # How many bindings a state holds, measured as the field measures it: multi-query associative recall (MQAR, the
 # Zoology form; odebook.data.mqar) on a vocabulary of its own — `mqar_keys` keys and as many values, keys and values
 # from disjoint halves, `k` pairs at the start of a sequence, then the same `k` keys as queries at power-law gaps,
-# the loss and the accuracy only at the queries. The arms, each `mqar_layers` layers deep: GDN-only stacks at the
-# widths `mqar_d` (a layer's state holds width² / `n_head` numbers); the **positive control**, full causal attention
-# at the largest width, which keeps every pair and should recall at every k (Zoology: attention solves MQAR at every
-# width it tests); and a **no-state control** at the smallest and the largest width, sliding-window layers of window
-# `mqar_control_window` (the stack sees a few tokens back, so it can answer only queries that stand next to their
-# pair). The attention layers have the
-# GDN's short convolution in front (`pattern_lm`'s "C"), as the GDN layers do, so the two differ in their memory
-# only. The pilot that chose this (one seed, 16 keys, k 2–16 in 64 tokens): plain attention with learned positions
-# stayed, after 2,400 steps, at or below what a model that binds nothing can reach over all queries (at lr 1e-3: 0.80 /
-# 0.50 / 0.32 / 0.20 at k = 2 / 4 / 8 / 16, against 0.78 / 0.58 / 0.44 / 0.33 by elimination, below; at 3e-3 and
-# 800 steps no better), while with the convolution in front it answered 1.00 at every k after 800 steps, at d 64 at
-# 1e-3 and 3e-3, at d 32 at 3e-3 and 1e-2 (below). Every arm of a seed sees the same training stream (k from
-# `mqar_train_ks` in turn), so seeds pair; each arm's learning rate is chosen from `mqar_lr_grid` (extended past an
-# edge at most `mqar_lr_extensions` times) on the validation loss at every k, on a tuning seed past the confirmatory
-# ones.
-# Accuracy is scored per k on fixed evaluation sets, at the largest k on held-out pairs too (each key bound to the
-# one value training never binds it to), and with every GDN state zeroed.
+# the loss and the accuracy only at the queries. The arms, each `mqar_layers` layers deep at width `mqar_width`:
+# - **GDN stacks** with the head counts `mqar_heads`. A layer's state holds width² / heads numbers, so at one width
+#   fewer heads is a larger state on the same weights (the q, k, v, gate and output projections do not depend on the
+#   head count; only the per-head β and decay gates do, width · heads numbers): the comparison changes the state alone;
+# - beside each, its **no-state control**: the same stack with its state emptied before every write (this study's
+#   `no_state`: the same projections, short convolutions, β, read-out norm and output gate, and the same initial
+#   weights for a seed), so it differs in one thing, memory across tokens — it sees what its convolutions reach, six
+#   tokens back over two layers;
+# - the **positive control**: full causal attention (`n_head` heads) behind the same short convolution, which keeps
+#   every pair (Zoology: attention solves MQAR at every width it tests).
+#
+# Every arm of a seed sees the same training stream (k from `mqar_train_ks` in turn), so seeds pair. Every arm's
+# learning rate is chosen by the book's one rule: the lowest mean validation loss (every k) over `tuning_seeds` seeds
+# past the confirmatory ones, from `mqar_lr_grid`, the grid extended past an edge it chose at most
+# `mqar_lr_extensions` times. Accuracy is scored per k on fixed evaluation sets, and at the largest k on held-out
+# pairs too (each key bound to the one value training never binds it to).
 #
 # **Recall is measured on each sequence's first query, as the accuracy binding adds.** Each query's value follows it in
 # the input, so later queries can be answered without binding by elimination (the values not yet given; a second reader
@@ -160,34 +159,33 @@ display(pd.Series(mechanism, name="retrieval MSE").to_frame())
 # any model that ignores which value stands beside which key (the most frequent value, elimination, a prior per key, the
 # never-bound value) scores exactly the same on both; a model that binds answers the re-bound value and falls.
 # **Binding** = first-query accuracy as drawn − re-bound, per seed: 0 for a non-binder; for a perfect binder about 0.94,
-# not 1 (values repeat: the re-bound value is the answer for 14 in 225 pairs). A strategy by position ("the last pair's
-# value") is zero only on average over sequences, not on a fixed set; the scoring sets are therefore drawn anew for each
-# series of seeds (generator `eval_seed` + `seed`: the pilot's seeds 0–3 were scored on others), apart from the
-# validation sets the learning rates were chosen on and from every training stream, 16 batches per k. The claims, each a
-# paired difference across seeds that must exceed the margin `mqar_margin` (kind *exceeds*: held when "no more than
-# the margin" is rejected, not held when "at least the margin" is):
-# 1. **the largest state binds** — its binding at the fewest pairs;
-# 2. **the largest state fills up** — its binding falls from the fewest pairs to the most (the tested k reach past
-#    where the largest state fails, so a fall can show);
-# 3. **a larger state binds more** — the widest GDN stack's binding minus the smallest's, averaged over the tested k.
+# not 1 (values repeat: the re-bound value is the answer for 14 in 225 pairs). The scoring sets are drawn anew for each
+# series of seeds (generator `eval_seed` + `seed`), apart from the validation sets and every training stream, 16
+# batches per k.
 #
-# Each has its **negative control**, the same test on a case built to fail. For 1, the no-state control at the largest
-# width, trained the same way: its two layers of window `mqar_control_window` reach 6 tokens back, so at the fewest
-# pairs it sees the pairs from the nearest query slots only, and it has no state to hold them farther — a strategy by
-# position within that reach, which could make a non-binder's difference nonzero on a fixed set, would show in it (a
-# bias below the margin would pass this control unseen). For 2, attention, which keeps every pair and so cannot fill up;
-# it sits at its ceiling at every k, so this control fails at the test's limit and would not show a measure that drifts
-# with k below the ceiling (the no-state control's curve, in the table, is the check there). For 3, the same difference
-# between no-state controls at the two widths: a wider stack that binds nothing must not hold it, so a difference that
-# grows with width alone, not with the state, would show. (The first runs of this design used the difference on re-bound
-# sequences instead, which is tied to the claim by arithmetic — re-bound difference = as-drawn difference − binding
-# difference — and so fails whenever the binding difference is large; a second reader pointed it out and this control
-# replaced it, from the same stored runs plus the added no-state stack.) The **positive control**: attention answers the
-# first query above the best a non-binder can (the context's most frequent value other than the one the queried key is
-# never bound to, per sequence) by more than the margin at every k — read off the exact 95 % interval of its first-query
-# hits pooled over seeds (at the ceiling every seed answers every query, and a test across seeds holds nothing on no
-# spread). Capacity per size, descriptive: the largest tested k up to which the binding stays ≥ 0.5 (about half the
-# pairs bound), with a seed-bootstrap interval (this study's capacity); at the largest tested k it is a lower bound.
+# **Every arm must have learned, seed by seed** (a `learned:` gate each, declared before the runs): at the fewest
+# pairs, first-query accuracy above the best non-binder (the context's most frequent value other than the one the
+# queried key is never bound to) by more than `mqar_margin` — for the GDN stacks and attention; for the no-state
+# controls, which cannot bind, accuracy over every query above chance by the margin (what a model with no memory can
+# learn). A claim whose arms did not all learn reads "not testable at this scale", naming the arm and seeds.
+#
+# The claims, each a paired difference across seeds that must exceed the margin (kind *exceeds*: held when "no more
+# than the margin" is rejected, not held when "at least the margin" is), each beside its **negative control** — the
+# same test on the no-state controls, which were trained the same way and differ only in having no state:
+# 1. **the larger state binds** — its binding at the fewest pairs; control: its no-state stack's (a strategy by
+#    position within the convolutions' reach that made a non-binder's difference nonzero would show there);
+# 2. **the smaller state fills up** — its binding falls from the fewest pairs to the most; control: its no-state
+#    stack's fall (a model that sees only six tokens back answers some first queries at few pairs, where a query can
+#    stand near its pair, and fewer at many: a fall made by reach or by the task's difficulty, not by a full state,
+#    would show there);
+# 3. **a larger state binds more** — the larger state's binding minus the smaller's, averaged over the tested k;
+#    control: the same difference between the no-state stacks (the head count alone, with no state).
+#
+# The **positive control**: attention answers the first query above the best non-binder by more than the margin at
+# every k — read off the exact 95 % interval of its first-query hits pooled over seeds (at the ceiling every seed
+# answers every query, and a test across seeds holds nothing on no spread). Capacity per stack, descriptive: the
+# largest tested k up to which the binding stays ≥ 0.5 (about half the pairs bound), with a seed-bootstrap interval
+# (this study's capacity); at the largest tested k it is a lower bound.
 #
 # How this design was chosen, and the runs before it: the appendix at the end.
 
@@ -198,13 +196,14 @@ mqar_arms = {name: arm.build for name, arm in p.mqar_arms().items()}
 print(f"MQAR: {V.size} tokens, chance {mqar.chance(V):.3f}; the best non-binder at the first query "
       + ", ".join(f"k={k}: {a:.3f}" for k, a in shortcut.items()))
 
-arms = capacity.Arms(tuple(p.mqar_d), tuple(ks), p.mqar_margin, p.mqar_control_window)  # names each comparison once
+arms = capacity.Arms(tuple(p.mqar_heads), p.mqar_width, tuple(ks), p.mqar_margin)  # names each comparison once
 mqar_claims = capacity.binding_claims(arms)
 display(Markdown(declaration(mqar_claims)))
 mqar_options = notebook.run_options(p, out, "mqar")
+mqar_values = functools.partial(capacity.binding_values, arms, non_binder=shortcut, chance=mqar.chance(V))
 mqar_looked, mqar_lr_table, mqar_tuning = tune_then_look(
     mqar_arms, recall_task, TrainConfig.from_params(p, steps=p.mqar_steps), precision, mqar_claims,
-    functools.partial(capacity.binding_values, arms), lrs=p.mqar_lr_grid, plan=p.seed_plan, alpha=p.alpha,
+    mqar_values, lrs=p.mqar_lr_grid, plan=p.seed_plan, alpha=p.alpha,
     max_extensions=p.mqar_lr_extensions, run_only={"keep": False, "log_dir": mqar_options.pop("log_dir")},
     **mqar_options)
 mqar_runs, mqar_lr = mqar_looked.runs, mqar_lr_table["chosen lr"]
@@ -215,21 +214,21 @@ display(Markdown(mqar_looked.markdown()))
 
 # %% [markdown]
 # Per arm and k: first-query accuracy (mean over seeds with a t-interval cut to [0, 1]) beside the best non-binder,
-# on re-bound sequences, the binding (as drawn − re-bound, with its interval across seeds), with the GDN state zeroed
-# (GDN stacks only), and the accuracy over every query (where elimination helps a non-binder); the capacity estimate
-# per GDN size; and the positive control.
+# on re-bound sequences, the binding (as drawn − re-bound, with its interval across seeds), and the accuracy over
+# every query (where elimination helps a non-binder); the capacity estimate per GDN stack; and the positive control.
 
 # %%
 mqar_table = capacity.binding_table(mqar_runs, list(mqar_arms), ks, non_binder=shortcut, chance=mqar.chance(V),
                                     lrs=mqar_lr)
 notebook.save_table(mqar_table, out, "mqar_accuracy")
 display(mqar_table.round(3))
-capacities, capacity_table = capacity.capacity_table(mqar_runs, p.mqar_d, ks, layers=p.mqar_layers, n_head=p.n_head)
+capacities, capacity_table = capacity.capacity_table(mqar_runs, p.mqar_heads, ks, layers=p.mqar_layers,
+                                                     width=p.mqar_width)
 notebook.save_table(capacity_table, out, "mqar_capacity")
 display(capacity_table)
-positive = capacity.positive_control(mqar_runs, ks, non_binder=shortcut, margin=p.mqar_margin, width=p.mqar_d[-1],
+positive = capacity.positive_control(mqar_runs, ks, non_binder=shortcut, margin=p.mqar_margin,
                                      queries=recall.SCORING_BATCHES * p.mqar_batch_size)  # first queries per k, seed
-print(positive, *(f"gdn d{d}: {cap} (binding ≥ 0.5)" for d, cap in capacities.items()), sep="\n")
+print(positive, *(f"gdn h{h}: {cap} (binding ≥ 0.5)" for h, cap in capacities.items()), sep="\n")
 
 # %%
 notebook.save_figure(figures.mqar_capacity(mqar_table, ks, shortcut, mqar.chance(V)), out, "mqar_capacity")
@@ -241,16 +240,16 @@ notebook.save_figure(figures.mqar_capacity(mqar_table, ks, shortcut, mqar.chance
 # positions; each training prompt asks about every bound name in turn and the loss is on the answers only),
 # `n_seeds` seeds each. Scored with one question at the last stage's haystack, per k, on the queried fact at a random
 # position, near the question ('inside': second to last, another fact after it), first ('far'), and on unseen
-# pairs. Each stack is scored with its state zeroed too — not as evidence (in a GDN-only stack that leaves a constant
-# guess by construction) but as the negative control that shows the verdict below can come out "not held": a model
-# with no memory, varying from seed to seed like the trained ones.
+# pairs. Beside each size, its no-state control ("… no state": the same stack with its state emptied before every
+# write, trained the same way on the same stream), the negative control that shows the verdict below can come out
+# "not held": a model with no memory beyond its convolutions' reach, varying from seed to seed like the trained ones.
 
 # %%
 retrieval_runs = colours.colour_runs(p, tok, precision, **notebook.run_options(p, out, "retrieval"))
 origins = {f"{r.model}_seed{r.seed}": r.origin for r in retrieval_runs}
 print("runs:", ", ".join(f"{run} {origin}" for run, origin in origins.items()))
 scored = pd.concat([r.scores for r in retrieval_runs])
-facts, memoryless = scored[scored.ablation == "normal"], scored[scored.ablation == "state zeroed"]
+facts = scored[scored.ablation == "normal"]
 by_k = retrieval.across_seeds(facts, ["size", "set", "k"])
 notebook.save_table(by_k, out, "retrieval_by_k")
 display(by_k.round(3))
@@ -303,20 +302,19 @@ notebook.save_figure(fig, out, "capacity_distance_scaling")
 # control held is void: it reads "not testable at this scale", its note naming the control (study.looks). The name →
 # colour claims form a secondary Holm family on the same claims machinery, margin `mqar_margin`: binding is accuracy
 # minus the best shortcut's on the same examples at the most bindings (random placement, and on unseen pairs); their
-# negative controls (the same test with the state zeroed) stand outside every family, alone at α. The go/no-go is the
+# negative controls (the same test on the no-state stacks) stand outside every family, alone at α. The go/no-go is the
 # source's rule on α, where the ladder can apply it (outside the families).
 
 # %%
 retrieval_scale = (f"{tok.name} prompts of {max(p.ks)} bindings + {max(p.curriculum)} filler sentences, "
                    f"{p.retrieval_steps} steps × {p.retrieval_batch_size} prompts, {p.n_seeds} seeds "
                    "(source: one fact per prompt, 100 distractors, 1500 steps)")
-colour_claims, colour_values = colours.colour_claims(facts, memoryless, p.seed_plan.seeds, k=max(p.ks),
-                                                       margin=p.mqar_margin,
-                                                       sizes=[scaling.size_name(p, i) for i in p.retrieval_sizes])
+colour_claims, colour_values = colours.colour_claims(facts, p.seed_plan.seeds, k=max(p.ks), margin=p.mqar_margin,
+                                                     sizes=[scaling.size_name(p, i) for i in p.retrieval_sizes])
 colour_settled = void_by_controls(settle(colour_claims, colour_values, alpha=p.alpha))
 mqar_scale = (f"MQAR, {p.mqar_keys} keys, k {p.mqar_eval_ks} in {p.mqar_seq_len} tokens, {p.mqar_layers}-layer stacks "
-              f"d {p.mqar_d}, {p.mqar_steps} steps × {p.mqar_batch_size}, {mqar_looked.seeds} seeds (Zoology: up to "
-              "64 pairs in 256–1024 tokens, widths 64–512)")
+              f"d {p.mqar_width}, heads {p.mqar_heads}, {p.mqar_steps} steps × {p.mqar_batch_size}, "
+              f"{mqar_looked.seeds} seeds (Zoology: up to 64 pairs in 256–1024 tokens, widths 64–512)")
 verdicts = [capacity.mechanism_verdict(mechanism), *(settled.verdict(mqar_scale) for settled in mqar_looked.settled),
             dataclasses.replace(positive, scale=mqar_scale),
             *(settled.verdict(retrieval_scale) for settled in colour_settled), *go_no_go]
@@ -325,8 +323,8 @@ notebook.show_verdicts(verdicts)
 # %%
 notebook.save_results(
     out,
-    headline={**{f"capacity gdn d{d} (largest k binding ≥ 0.5)":
-                 f"{c.estimate} [{c.low}, {c.high}]" for d, c in capacities.items()},
+    headline={**{f"capacity gdn h{h} (largest k binding ≥ 0.5)":
+                 f"{c.estimate} [{c.low}, {c.high}]" for h, c in capacities.items()},
               **{f"{arm} first-query acc at k={k} (best non-binder {shortcut[k]:.2f})":
                  mqar_table.loc[(arm, k), "first query"] for arm in ("attention", arms.small, arms.large) for k in ks},
               **{f"{arm} binding at k={k}": mqar_table.loc[(arm, k), "binding"] for arm in (arms.small, arms.large)

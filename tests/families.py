@@ -22,6 +22,12 @@ def output_drop_hybrid(p: float, pattern: str = "GGS"):
                   output_drop=p).build()
 
 
+def no_state_gdn(pattern: str = "GG"):
+    """Study 03's no-state control: the GDN stack ``pattern`` with its state emptied before every write."""
+    config = studies.load("03_gdn_scaling").no_state.NoStateConfig
+    return config(pattern=pattern, **SHAPE, window=8, chunk_size=8, state_read=False, local_path="none").build()
+
+
 V, D, H, T = 61, 32, 4, 40
 SHAPE = dict(vocab_size=V, d_model=D, n_head=H, max_seq_len=T)
 FAMILIES = {
@@ -37,4 +43,5 @@ FAMILIES = {
     "gdn-swa": lambda: models.pattern_lm("GGS", **SHAPE, window=8),
     "gdn-state-read": lambda: models.pattern_lm("GGS", **SHAPE, window=8, state_read=True, local_path="drop_0.7"),
     "gdn-output-drop": lambda: output_drop_hybrid(0.7),
+    "gdn-no-state": no_state_gdn,
 }

@@ -54,11 +54,12 @@ def test_bad_shapes_say_what():
 
 # Study 03's claims on synthetic MQAR scores: each arm's first-query accuracy as drawn and re-bound per seed and k.
 
-ARMS = cap.Arms((16, 32), (2, 8), 0.1, 3)
-DRAWN = {"gdn d16": {2: 0.6, 8: 0.3}, "gdn d32": {2: 0.95, 8: 0.5}, "attention": {2: 0.98, 8: 0.98},
-         "no state d16": {2: 0.4, 8: 0.2}, "no state d32": {2: 0.4, 8: 0.2}}
-REBOUND = {"gdn d16": {2: 0.4, 8: 0.25}, "gdn d32": {2: 0.1, 8: 0.3}, "attention": {2: 0.06, 8: 0.07},
-           "no state d16": {2: 0.4, 8: 0.2}, "no state d32": {2: 0.39, 8: 0.2}}
+ARMS = cap.Arms((4, 1), 16, (2, 8), 0.1)
+DRAWN = {"gdn h4": {2: 0.6, 8: 0.3}, "gdn h1": {2: 0.95, 8: 0.5}, "attention": {2: 0.98, 8: 0.98},
+         "no state h4": {2: 0.4, 8: 0.2}, "no state h1": {2: 0.4, 8: 0.2}}
+REBOUND = {"gdn h4": {2: 0.4, 8: 0.25}, "gdn h1": {2: 0.1, 8: 0.3}, "attention": {2: 0.06, 8: 0.07},
+           "no state h4": {2: 0.4, 8: 0.2}, "no state h1": {2: 0.39, 8: 0.2}}
+NON_BINDER, CHANCE = {2: 0.5, 8: 0.3}, 0.1
 
 
 def _runs(seeds=(1, 0)):
@@ -68,44 +69,66 @@ def _runs(seeds=(1, 0)):
         for k in ARMS.ks:
             out[first_name(k)] = DRAWN[arm][k] + 0.01 * seed
             out[first_name(k, rebound=True)] = REBOUND[arm][k]
-            out[first_name(k, ablation=cap.ZERO)] = 0.05
-            out[f"k={k}"] = 0.7
+            out[f"k={k}"] = 0.7 - 0.5 * seed
         return out | {"unseen pairs": 0.5}
     return [Run(arm, s, 0, History(), 1.0, None, 0, float("nan"), None, scores=scores(arm, s))
             for s in seeds for arm in DRAWN]
 
 
-def test_the_binding_claims_are_three_primaries_each_beside_its_negative_control():
+def test_every_arm_has_a_learned_gate_and_three_primaries_rest_on_them_each_beside_its_negative_control():
     claims = cap.binding_claims(ARMS)
-    assert [c.primary for c in claims] == [True, False] * 3
-    assert [c.controls for c in claims[1::2]] == [c.name for c in claims[::2]]
-    assert all(c.kind == "exceeds" and c.margin == 0.1 for c in claims)
-    assert [c.parts for c in claims[::2]] == [(ARMS.binds,), (ARMS.fills,), (ARMS.more,)]
-    assert ARMS.binds == "k=2: gdn d32, as drawn − re-bound" and ARMS.wider.endswith("no state d32 − no state d16")
+    gates, tested = claims[:5], claims[5:]
+    assert all(c.kind == "learned" and not c.primary for c in gates)
+    assert [c.parts for c in gates] == [(ARMS.learned(a),) for a in ARMS.learners]
+    assert ARMS.learned("no state h1") == "k=2: no state h1, all queries − chance"
+    assert ARMS.learned("gdn h4") == "k=2: gdn h4, first query − best non-binder"
+    assert [c.primary for c in tested] == [True, False] * 3
+    assert [c.controls for c in tested[1::2]] == [c.name for c in tested[::2]]
+    assert all(c.kind == "exceeds" and c.margin == 0.1 for c in tested)
+    assert [c.parts for c in tested[::2]] == [(ARMS.binds,), (ARMS.fills,), (ARMS.more,)]
+    assert [c.parts for c in tested[1::2]] == [(ARMS.no_state,), (ARMS.no_state_fills,), (ARMS.no_state_more,)]
+    gate = {a: g.name for a, g in zip(ARMS.learners, gates)}
+    assert [c.rests_on for c in tested] == [(gate["gdn h1"],), (gate["no state h1"],), (gate["gdn h4"],),
+                                            (gate["no state h4"],), (gate["gdn h1"], gate["gdn h4"]),
+                                            (gate["no state h1"], gate["no state h4"])]
+    assert ARMS.binds == "k=2: gdn h1, as drawn − re-bound" and ARMS.no_state_more.endswith("no state h1 − no state h4")
 
 
-def test_binding_values_are_the_differences_the_claims_name_in_seed_order():
-    v = cap.binding_values(ARMS, _runs())
+def test_binding_values_are_the_differences_the_claims_and_gates_name_in_seed_order():
+    v = cap.binding_values(ARMS, _runs(), non_binder=NON_BINDER, chance=CHANCE)
     assert np.allclose(v[ARMS.binds], [0.85, 0.86]) and np.allclose(v[ARMS.no_state], [0.01, 0.02])
-    assert np.allclose(v[ARMS.fills], [0.85 - 0.2] * 2) and np.allclose(v[ARMS.keeps], [0.01] * 2)
+    assert np.allclose(v[ARMS.fills], [0.2 - 0.05] * 2) and np.allclose(v[ARMS.no_state_fills], [0.0] * 2)
     assert np.allclose(v[ARMS.more], [((0.85 - 0.2) + (0.2 - 0.05)) / 2] * 2)
-    assert np.allclose(v[ARMS.wider], [0.005] * 2)
+    assert np.allclose(v[ARMS.no_state_more], [0.005] * 2)
+    assert np.allclose(v[ARMS.learned("gdn h1")], [0.45, 0.46])  # first query − best non-binder, seeds 0 and 1
+    assert np.allclose(v[ARMS.learned("no state h4")], [0.6, 0.1])  # all queries − chance
+
+
+def test_a_primary_whose_arm_did_not_learn_in_every_seed_is_not_testable():
+    from odebook.study.claims import settle
+
+    v = cap.binding_values(ARMS, _runs(), non_binder=NON_BINDER, chance=CHANCE)
+    v[ARMS.learned("gdn h4")] = np.array([0.3, 0.05])  # seed 1 below the margin
+    settled = {s.claim.name: s for s in settle(cap.binding_claims(ARMS), v)}
+    gate = next(s for n, s in settled.items() if n.startswith("learned: gdn h4"))
+    assert gate.outcome == "not held" and "learned in 1 of 2 seeds" in gate.note
+    fills = next(s for n, s in settled.items() if "fills up" in n and not n.startswith("negative"))
+    assert fills.outcome.startswith("not testable")
 
 
 def test_the_tables_and_the_positive_control_read_the_same_scores():
-    runs, non_binder = _runs(), {2: 0.5, 8: 0.3}
-    table = cap.binding_table(runs, list(DRAWN), ARMS.ks, non_binder=non_binder, chance=0.1,
+    runs = _runs()
+    table = cap.binding_table(runs, list(DRAWN), ARMS.ks, non_binder=NON_BINDER, chance=CHANCE,
                               lrs=dict.fromkeys(DRAWN, 1e-3))
-    assert table.loc[("gdn d32", 2), "binding"] == pytest.approx(0.855) and table.loc[("gdn d32", 2), "n"] == 2
-    assert np.isnan(table.loc[("attention", 2), "state zeroed"]) and table.loc[("gdn d16", 8), "state zeroed"] == 0.05
-    assert table.loc[("gdn d16", 8), "unseen pairs (all queries)"] == 0.5
-    capacities, sizes = cap.capacity_table(runs, [16, 32], ARMS.ks, layers=2, n_head=2)
-    assert capacities[32].estimate == 2 and capacities[16].estimate == 0
-    assert sizes.loc["gdn d32", "state (numbers)"] == 1024
-    held = cap.positive_control(runs, ARMS.ks, non_binder=non_binder, margin=0.1, queries=100, width=32)
+    assert table.loc[("gdn h1", 2), "binding"] == pytest.approx(0.855) and table.loc[("gdn h1", 2), "n"] == 2
+    assert table.loc[("gdn h4", 8), "unseen pairs (all queries)"] == 0.5
+    capacities, sizes = cap.capacity_table(runs, [4, 1], ARMS.ks, layers=2, width=16)
+    assert capacities[1].estimate == 2 and capacities[4].estimate == 0
+    assert sizes.loc["gdn h1", "state (numbers)"] == 512 and sizes.loc["gdn h4", "state (numbers)"] == 128
+    held = cap.positive_control(runs, ARMS.ks, non_binder=NON_BINDER, margin=0.1, queries=100)
     assert held.outcome == "held" and "200 first queries pooled" in held.evidence
-    assert cap.positive_control(runs, ARMS.ks, non_binder={2: 0.95, 8: 0.95}, margin=0.1, queries=100,
-                                width=32).outcome == "not held"
+    assert cap.positive_control(runs, ARMS.ks, non_binder={2: 0.95, 8: 0.95}, margin=0.1,
+                                queries=100).outcome == "not held"
 
 
 def test_the_delta_rule_stores_and_retrieves_in_every_implementation_here():

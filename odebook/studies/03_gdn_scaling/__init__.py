@@ -1,9 +1,9 @@
 """Study 03 · Gated DeltaNet scaling: how many bindings does a GDN state hold, and how does the hybrid's held-out loss
 scale with size (``notebooks/03_gdn_scaling.py``)? ``params``: the parameters and arms; ``capacity``: MQAR's binding
 claims, tables and controls; ``colours``: the name-colour runs and claims; ``scaling``: the ladder, its fits and
-go/no-go; ``figures``."""
+go/no-go; ``no_state``: the no-state control (the GDN stack with its state emptied before every write); ``figures``."""
 
-from . import capacity, colours, figures, scaling
+from . import capacity, colours, figures, no_state, scaling
 from .params import GDNScalingParams as Params
 
-__all__ = ["Params", "capacity", "colours", "figures", "scaling"]
+__all__ = ["Params", "capacity", "colours", "figures", "no_state", "scaling"]

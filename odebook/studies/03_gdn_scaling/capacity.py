@@ -11,20 +11,21 @@ means the state was never filled (a lower bound — test larger k).
 
 **Binding** (``binding``) is first-query accuracy on MQAR sequences as drawn minus on the same sequences re-bound
 (study.recall): zero in expectation for any model that does not use which value stands beside which key. ``Arms``
-names study 03's arms at its smallest and largest width and each claim's comparison once; ``binding_claims`` declares
-the three primaries (the largest state binds, it fills up, a larger state binds more), each beside its negative control
-(the no-state control; attention, which keeps every pair; the no-state controls at the two widths), and
-``binding_values`` computes what they read. ``positive_control``: attention answers the first query above the best
-non-binder by more than the margin at every k, on the exact interval of its hits pooled over seeds (at the ceiling
-every seed answers every query, and a test across seeds holds nothing on no spread). ``store_and_retrieve`` checks
-the mechanism itself: with orthonormal keys, β = 1 and no decay, reading key i returns the value written under it.
+names study 03's arms — GDN stacks of one width whose head counts set their state's size, their no-state controls,
+attention — and each claim's comparison once; ``binding_claims`` declares a learned gate for every arm and the three
+primaries (the larger state binds, the smaller fills up, a larger state binds more), each beside its negative control
+(the same test on the no-state controls, trained the same way), and ``binding_values`` computes what they read.
+``positive_control``: attention answers the first query above the best non-binder by more than the margin at every
+k, on the exact interval of its hits pooled over seeds (at the ceiling every seed answers every query, and a test
+across seeds holds nothing on no spread). ``store_and_retrieve`` checks the mechanism itself: with orthonormal keys,
+β = 1 and no decay, reading key i returns the value written under it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,6 @@ import torch.nn.functional as F
 
 from odebook.data import mqar
 from odebook.nn.delta_rule import fla_kernel, gated_delta_rule_chunked, gated_delta_rule_reference
-from odebook.params.retrieval import ABLATIONS
 from odebook.study import recall
 from odebook.study.claims import Claim, negative_control
 from odebook.study.experiment import Run, by_seed
@@ -42,11 +42,10 @@ from odebook.study.stats import Verdict, bounded_mean_ci, proportion_ci
 __all__ = ["Capacity", "capacity", "Arms", "binding_claims", "recall_task", "first_query", "binding", "all_queries",
            "binding_values", "binding_table", "capacity_table", "positive_control", "implementations",
            "store_and_retrieve", "mechanism_verdict"]
-ZERO = "state zeroed"  # the ablation the GDN stacks are scored under too
 MECHANISM_KEYS = 64  # orthonormal keys written and read back by ``store_and_retrieve``
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Capacity:
     """The estimate and its bootstrap interval (tested ks, 0 below the smallest), the seeds, and the threshold."""
 
@@ -91,31 +90,32 @@ def capacity(ks: Sequence[int], accuracy: np.ndarray, *, threshold: float = 0.9,
     return Capacity(estimate, low, high, tuple(int(k) for k in ks_a), len(acc), threshold)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Arms:
-    """Study 03's MQAR arms at its smallest and largest width (``widths``), the tested ``ks``, the claims' ``margin``
-    and the no-state control's window; the name of each claim's comparison, written once."""
+    """Study 03's MQAR arms: GDN stacks at ``width`` with ``heads`` heads, most first (the smallest state first), their
+    no-state controls, and attention; the tested ``ks``, the claims' ``margin``; the name of each comparison and each
+    learned gate's, written once."""
 
-    widths: tuple[int, ...]
+    heads: tuple[int, ...]
+    width: int
     ks: tuple[int, ...]
     margin: float
-    control_window: int
 
     @property
     def small(self) -> str:
-        return f"gdn d{self.widths[0]}"
+        return f"gdn h{self.heads[0]}"
 
     @property
     def large(self) -> str:
-        return f"gdn d{self.widths[-1]}"
+        return f"gdn h{self.heads[-1]}"
 
     @property
     def no_state_small(self) -> str:
-        return f"no state d{self.widths[0]}"
+        return f"no state h{self.heads[0]}"
 
     @property
     def no_state_large(self) -> str:
-        return f"no state d{self.widths[-1]}"
+        return f"no state h{self.heads[-1]}"
 
     @property
     def binds(self) -> str:
@@ -127,50 +127,78 @@ class Arms:
 
     @property
     def fills(self) -> str:
-        return f"{self.large}: binding at k={min(self.ks)} − at k={max(self.ks)}"
+        return f"{self.small}: binding at k={min(self.ks)} − at k={max(self.ks)}"
 
     @property
-    def keeps(self) -> str:
-        return f"attention: binding at k={min(self.ks)} − at k={max(self.ks)}"
+    def no_state_fills(self) -> str:
+        return f"{self.no_state_small}: binding at k={min(self.ks)} − at k={max(self.ks)}"
 
     @property
     def more(self) -> str:
         return f"mean over k: binding, {self.large} − {self.small}"
 
     @property
-    def wider(self) -> str:
+    def no_state_more(self) -> str:
         return f"mean over k: binding, {self.no_state_large} − {self.no_state_small}"
+
+    @property
+    def learners(self) -> tuple[str, ...]:
+        """The arms with a learned gate: every arm a claim or a control compares, and attention."""
+        return (self.small, self.large, "attention", self.no_state_small, self.no_state_large)
+
+    def learned(self, arm: str) -> str:
+        """The part ``arm``'s learned gate reads: at the fewest pairs, first-query accuracy above the best non-binder
+        (an arm that binds), or, for a no-state control, accuracy over every query above chance (what a model with
+        no memory can learn: the answers next to their pairs, the values' half of the vocabulary)."""
+        few = min(self.ks)
+        return (f"k={few}: {arm}, all queries − chance" if arm.startswith("no state")
+                else f"k={few}: {arm}, first query − best non-binder")
 
 
 def binding_claims(a: Arms) -> list[Claim]:
-    """The three primaries, each an *exceeds* claim at the margin, each followed by its negative control."""
+    """A learned gate for every arm, then the three primaries, each an *exceeds* claim at the margin resting on its
+    arms' gates, each followed by its negative control: the same test on the no-state controls, trained the same way
+    (the GDN layers with their state emptied before every write), resting on theirs."""
     few, most, m = min(a.ks), max(a.ks), f"{a.margin:g}"
     claim = functools.partial(Claim, kind="exceeds", margin=a.margin, direction="higher", units="accuracy")
-    binds = claim(f"the largest GDN state ({a.large}) binds: at {few} pairs it answers the first query better on the "
-                  f"sequences as drawn than re-bound, by more than {m}", parts=(a.binds,))
-    fills = claim(f"the {a.large} state fills up: its binding falls from {few} to {most} pairs by more than {m}",
-                  parts=(a.fills,))
-    more = claim(f"a larger state binds more: the {a.large} stack's binding minus the {a.small} stack's, averaged over "
-                 f"k in {list(a.ks)}, exceeds {m}", parts=(a.more,))
-    return [binds, negative_control(binds, a.no_state, f"the no-state control (window {a.control_window}, d "
-                                                       f"{a.widths[-1]}) binds at {few} pairs by more than {m}"),
-            fills, negative_control(fills, a.keeps, f"attention, which keeps every pair, fills up from {few} to "
-                                                    f"{most} pairs by more than {m}"),
-            more, negative_control(more, a.wider, f"a wider stack with no state binds more: the no-state control at d "
-                                                  f"{a.widths[-1]} minus at d {a.widths[0]}, averaged over k, exceeds "
-                                                  f"{m}")]
+    gate = {arm: Claim(f"learned: {arm} — " + ("answers every query above chance" if arm.startswith("no state") else
+                                               "answers the first query above the best non-binder")
+                       + f" at {few} pairs by more than {m} in every seed", "learned", a.margin, "higher", "accuracy",
+                       primary=False, parts=(a.learned(arm),)) for arm in a.learners}
+
+    def on(*arms):
+        return tuple(gate[arm].name for arm in arms)
+
+    def control(of: Claim, part: str, what: str, *arms) -> Claim:
+        return dataclasses.replace(negative_control(of, part, what), rests_on=on(*arms))
+
+    binds = claim(f"the larger GDN state ({a.large}) binds: at {few} pairs it answers the first query better on the "
+                  f"sequences as drawn than re-bound, by more than {m}", parts=(a.binds,), rests_on=on(a.large))
+    fills = claim(f"the smaller GDN state ({a.small}) fills up: its binding falls from {few} to {most} pairs by more "
+                  f"than {m}", parts=(a.fills,), rests_on=on(a.small))
+    more = claim(f"a larger state binds more: {a.large}'s binding minus {a.small}'s (the same weights, "
+                 f"{a.heads[0] // a.heads[-1]}× the state), averaged over k in {list(a.ks)}, exceeds {m}",
+                 parts=(a.more,), rests_on=on(a.large, a.small))
+    return [*gate.values(),
+            binds, control(binds, a.no_state, f"{a.no_state_large} (no state) binds at {few} pairs by more than {m}",
+                           a.no_state_large),
+            fills, control(fills, a.no_state_fills, f"{a.no_state_small} (no state) 'fills up' from {few} to {most} "
+                                                    f"pairs by more than {m}", a.no_state_small),
+            more, control(more, a.no_state_more, f"fewer heads with no state bind more: {a.no_state_large} minus "
+                                                 f"{a.no_state_small}, averaged over k, exceeds {m}",
+                          a.no_state_large, a.no_state_small)]
 
 
 def recall_task(p, vocab: mqar.Vocab, device: torch.device) -> tuple[dict, object, dict[int, float]]:
     """Study 03's MQAR task from ``p``: the first-query scoring sets, drawn anew for each series of seeds (generator
-    ``p.eval_seed + p.seed``), the task (training stream over ``p.mqar_train_ks``, evaluation at ``p.mqar_eval_ks``,
-    scored normal and with the state zeroed) and the best non-binder's first-query accuracy per k."""
+    ``p.eval_seed + p.seed``), the task (training stream over ``p.mqar_train_ks``, evaluation at ``p.mqar_eval_ks``)
+    and the best non-binder's first-query accuracy per k."""
     ks = p.mqar_eval_ks
     sets = recall.scoring_sets(vocab=vocab, ks=ks, batch_size=p.mqar_batch_size, seq_len=p.mqar_seq_len,
                                power_a=p.mqar_power_a, seed=p.eval_seed + p.seed)
     task = recall.mqar_task(vocab=vocab, train_ks=p.mqar_train_ks, eval_ks=ks, batch_size=p.mqar_batch_size,
                             seq_len=p.mqar_seq_len, eval_batches=p.mqar_eval_batches, power_a=p.mqar_power_a,
-                            device=device, first=sets, ablations={ZERO: ABLATIONS[ZERO]})
+                            device=device, first=sets)
     return sets, task, {k: float(np.mean([recall.non_binder(b, vocab) for b in s])) for k, s in sets.items()}
 
 
@@ -192,20 +220,26 @@ def all_queries(runs: Sequence[Run], arm: str, k: int | str) -> np.ndarray:
     return np.array(by_seed(runs, arm, lambda r: r.scores[name]))
 
 
-def binding_values(a: Arms, runs: Sequence[Run]) -> dict[str, np.ndarray]:
-    """What ``binding_claims`` read, per seed."""
+def binding_values(a: Arms, runs: Sequence[Run], *, non_binder: Mapping[int, float],
+                   chance: float) -> dict[str, np.ndarray]:
+    """What ``binding_claims`` read, per seed: the learned gates' (against the best non-binder's first-query accuracy
+    ``non_binder`` per k, or ``chance``) and the claims' and controls' bindings."""
     b, few, most = functools.partial(binding, runs), min(a.ks), max(a.ks)
-    return {a.binds: b(a.large, few), a.no_state: b(a.no_state_large, few),
-            a.fills: b(a.large, few) - b(a.large, most), a.keeps: b("attention", few) - b("attention", most),
-            a.more: np.mean([b(a.large, k) - b(a.small, k) for k in a.ks], axis=0),
-            a.wider: np.mean([b(a.no_state_large, k) - b(a.no_state_small, k) for k in a.ks], axis=0)}
+    gates = {a.learned(arm): (all_queries(runs, arm, few) - chance if arm.startswith("no state")
+                              else first_query(runs, arm, few) - non_binder[few]) for arm in a.learners}
+    return gates | {
+        a.binds: b(a.large, few), a.no_state: b(a.no_state_large, few),
+        a.fills: b(a.small, few) - b(a.small, most),
+        a.no_state_fills: b(a.no_state_small, few) - b(a.no_state_small, most),
+        a.more: np.mean([b(a.large, k) - b(a.small, k) for k in a.ks], axis=0),
+        a.no_state_more: np.mean([b(a.no_state_large, k) - b(a.no_state_small, k) for k in a.ks], axis=0)}
 
 
 def binding_table(runs: Sequence[Run], arms: Sequence[str], ks: Sequence[int], *, non_binder: Mapping[int, float],
                   chance: float, lrs: Mapping[str, float]) -> pd.DataFrame:
     """Per arm and k: first-query accuracy (mean over seeds, its interval across seeds cut to [0, 1]) beside the best
-    non-binder, on re-bound sequences, the binding with its interval, with the state zeroed (GDN stacks), over every
-    query, and on unseen pairs at the largest k."""
+    non-binder, on re-bound sequences, the binding with its interval, over every query, and on unseen pairs at the
+    largest k."""
     rows, n = [], len({r.seed for r in runs})
     for arm in arms:
         for k in ks:
@@ -214,7 +248,6 @@ def binding_table(runs: Sequence[Run], arms: Sequence[str], ks: Sequence[int], *
                          "best non-binder": non_binder[k], "excess": ci.mean - non_binder[k],
                          "re-bound": first_query(runs, arm, k, rebound=True).mean(), "binding": bound.mean,
                          "binding lo": bound.low, "binding hi": bound.high,
-                         "state zeroed": first_query(runs, arm, k, ZERO).mean() if arm.startswith("gdn") else np.nan,
                          "all queries": all_queries(runs, arm, k).mean(),
                          "unseen pairs (all queries)": (all_queries(runs, arm, "unseen").mean() if k == max(ks)
                                                         else np.nan),
@@ -222,18 +255,18 @@ def binding_table(runs: Sequence[Run], arms: Sequence[str], ks: Sequence[int], *
     return pd.DataFrame(rows).set_index(["arm", "k"])
 
 
-def capacity_table(runs: Sequence[Run], widths: Sequence[int], ks: Sequence[int], *, layers: int,
-                   n_head: int) -> tuple[dict[int, Capacity], pd.DataFrame]:
-    """Each GDN width's capacity at binding ≥ 0.5 (about half the pairs bound), with its state's size."""
-    capacities = {d: capacity(ks, np.array([binding(runs, f"gdn d{d}", k) for k in ks]).T, threshold=0.5)
-                  for d in widths}
-    return capacities, pd.DataFrame([{"arm": f"gdn d{d}", "state (numbers)": layers * d * d // n_head,
+def capacity_table(runs: Sequence[Run], heads: Sequence[int], ks: Sequence[int], *, layers: int,
+                   width: int) -> tuple[dict[int, Capacity], pd.DataFrame]:
+    """Each GDN stack's capacity at binding ≥ 0.5 (about half the pairs bound), by its heads, with its state's size."""
+    capacities = {h: capacity(ks, np.array([binding(runs, f"gdn h{h}", k) for k in ks]).T, threshold=0.5)
+                  for h in heads}
+    return capacities, pd.DataFrame([{"arm": f"gdn h{h}", "state (numbers)": layers * width * width // h,
                                       "capacity": c.estimate, "lo": c.low, "hi": c.high, "lower bound": c.lower_bound,
-                                      "seeds": c.n} for d, c in capacities.items()]).set_index("arm")
+                                      "seeds": c.n} for h, c in capacities.items()]).set_index("arm")
 
 
 def positive_control(runs: Sequence[Run], ks: Sequence[int], *, non_binder: Mapping[int, float], margin: float,
-                     queries: int, width: int) -> Verdict:
+                     queries: int) -> Verdict:
     """Attention answers the first query above the best non-binder by more than ``margin`` at every k: held when
     every k's exact 95 % interval of first-query hits pooled over seeds (``queries`` per seed and k) lies above it, not
     held when one lies below."""
@@ -242,7 +275,7 @@ def positive_control(runs: Sequence[Run], ks: Sequence[int], *, non_binder: Mapp
                                method="exact") for k in ks}
     above = [ci.low > non_binder[k] + margin for k, ci in pooled.items()]
     below = [ci.high < non_binder[k] + margin for k, ci in pooled.items()]
-    return Verdict(f"positive control: attention (d {width}) answers the first query above the best non-binder by more "
+    return Verdict(f"positive control: attention answers the first query above the best non-binder by more "
                    f"than {margin:g} at every k in {list(ks)}",
                    "held" if all(above) else "not held" if any(below) else "inconclusive",
                    "; ".join(f"k={k}: {ci.mean:.4f} [{ci.low:.4f}, {ci.high:.4f}] against {non_binder[k]:.3f} + "

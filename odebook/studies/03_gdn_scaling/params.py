@@ -15,10 +15,10 @@ __all__ = ["GDNScalingParams", "SERIES", "MQAR_KINDS"]
 SERIES = {"hybrid": lambda layers: "G" * layers + "S", "gdn": lambda layers: "G" * layers}
 
 
-# Study 03's MQAR stacks, one letter a layer (odebook.models.lm.pattern_lm); the attention stack, the positive control,
-# has the GDN's short convolution in front, as the GDN stacks do (the two then differ in their token mixing: a state
-# against full attention, each with its own projections).
-MQAR_KINDS = {"gdn": "G", "no state": "S", "attention": "C"}
+# Study 03's MQAR stacks, one letter a layer (odebook.models.lm.pattern_lm): GDN layers; the no-state control, the same
+# GDN layers with the state emptied before every write (no_state.NoStateConfig); the positive control, full attention
+# behind the GDN's short convolution.
+MQAR_KINDS = {"gdn": "G", "no state": "G", "attention": "C"}
 
 
 @dataclasses.dataclass
@@ -29,10 +29,11 @@ class GDNScalingParams(RetrievalParams):
     with 1/2/4 GDN layers. ``steps`` and ``batch_size`` are the language-model ladder's."""
 
     width_key: ClassVar[str] = "ladder_d"
+    defaults: ClassVar = {"tuning_seeds": 2}
     groups: ClassVar = {
         "lm_ladder": ("ladder_d", "ladder_layers", "series", "lr_grid"),
         "retrieval_task": ("retrieval_sizes", "retrieval_steps"),
-        "mqar_capacity": ("mqar_keys", "mqar_d", "mqar_layers", "mqar_control_window", "mqar_train_ks", "mqar_eval_ks",
+        "mqar_capacity": ("mqar_keys", "mqar_width", "mqar_heads", "mqar_layers", "mqar_train_ks", "mqar_eval_ks",
                           "mqar_seq_len", "mqar_batch_size", "mqar_steps", "mqar_lr_grid", "mqar_lr_extensions",
                           "mqar_power_a", "mqar_eval_batches", "mqar_margin")}
 
@@ -47,11 +48,12 @@ class GDNScalingParams(RetrievalParams):
                                       help="ladder indices whose GDN-only stack is trained on retrieval")
     retrieval_steps: int = spec(1500, ge=1, help="retrieval training steps per size, over the whole curriculum")
     mqar_keys: int = spec(64, ge=4, help="MQAR (odebook.data.mqar): keys, and as many values, in its own vocabulary")
-    mqar_d: list[int] = spec([64, 128, 256], ge=8, min_len=2,
-                             help="MQAR: widths of the GDN-only stacks, smallest first (a layer's state: width² / "
-                                  "n_head)")
+    mqar_width: int = spec(128, ge=8, help="MQAR: the width of every stack")
+    mqar_heads: list[int] = spec([8, 2], ge=1, min_len=2,
+                                 help="MQAR: heads of the GDN stacks and their no-state controls, most first — a "
+                                      "layer's state holds width² / heads numbers, so fewer heads is a larger state "
+                                      "on the same weights")
     mqar_layers: int = spec(2, ge=1, help="MQAR: layers of every stack, the no-state control's included")
-    mqar_control_window: int = spec(4, ge=1, help="MQAR: the no-state control's sliding window (S layers)")
     mqar_train_ks: list[int] = spec([4, 8, 16, 32, 64], ge=1, help="MQAR: pairs per sequence in training, in turn")
     mqar_eval_ks: list[int] = spec([4, 8, 16, 32, 64], ge=1, min_len=2,
                                    help="MQAR: pairs per sequence scored, increasing: the accuracy curve")
@@ -80,11 +82,13 @@ class GDNScalingParams(RetrievalParams):
         if any(i >= len(self.ladder_d) for i in self.retrieval_sizes):
             errors.append(f"key 'retrieval_sizes' = {self.retrieval_sizes}: indices into ladder_d "
                           f"(0..{len(self.ladder_d) - 1})")
-        for key in ("mqar_d", "mqar_eval_ks"):
-            if any(b <= a for a, b in zip(getattr(self, key), getattr(self, key)[1:])):
-                errors.append(f"key {key!r} = {getattr(self, key)}: must increase")
-        if any(d % self.n_head for d in self.mqar_d):
-            errors.append(f"key 'n_head' = {self.n_head}: must divide mqar_d = {self.mqar_d}")
+        if any(b <= a for a, b in zip(self.mqar_eval_ks, self.mqar_eval_ks[1:])):
+            errors.append(f"key 'mqar_eval_ks' = {self.mqar_eval_ks}: must increase")
+        if any(b >= a for a, b in zip(self.mqar_heads, self.mqar_heads[1:])):
+            errors.append(f"key 'mqar_heads' = {self.mqar_heads}: must decrease (the smallest state first)")
+        if any(self.mqar_width % h for h in (*self.mqar_heads, self.n_head)):
+            errors.append(f"key 'mqar_width' = {self.mqar_width}: every head count of mqar_heads = {self.mqar_heads} "
+                          f"and n_head = {self.n_head} must divide it")
         longest = max(self.mqar_train_ks + self.mqar_eval_ks)
         if longest > self.mqar_keys:
             errors.append(f"key 'mqar_keys' = {self.mqar_keys}: fewer keys than the {longest} pairs of mqar_*_ks")
@@ -93,26 +97,27 @@ class GDNScalingParams(RetrievalParams):
                           f"{4 * longest - 1} tokens")
         return errors
 
-    def mqar_config(self, d: int, kind: str = "gdn") -> PatternConfig:
-        """An MQAR stack of ``mqar_layers`` layers at width ``d`` on MQAR's own vocabulary, by ``kind``: "gdn" (GDN
-        layers), "no state" (the control: sliding-window layers of window ``mqar_control_window``, which see no pair
-        farther back than that) or "attention" (full causal attention, the positive control)."""
+    def mqar_config(self, heads: int, kind: str = "gdn") -> PatternConfig:
+        """An MQAR stack of ``mqar_layers`` layers at ``mqar_width`` on MQAR's own vocabulary, by ``kind``: "gdn" (GDN
+        layers of ``heads`` heads), "no state" (the same layers with no state: no_state.NoStateConfig) or "attention"
+        (full causal attention of ``heads`` heads, the positive control)."""
         from odebook.data.mqar import Vocab
+
+        from .no_state import NoStateConfig
 
         if kind not in MQAR_KINDS:
             raise ValueError(f"unknown MQAR stack {kind!r}; allowed: {', '.join(MQAR_KINDS)}")
-        pattern = MQAR_KINDS[kind] * self.mqar_layers
-        return dataclasses.replace(self.model_config(pattern, d_model=d), vocab_size=Vocab(self.mqar_keys).size,
-                                   max_seq_len=self.mqar_seq_len,
-                                   window=self.mqar_control_window if kind == "no state" else self.window)
+        config = dataclasses.replace(self.model_config(MQAR_KINDS[kind] * self.mqar_layers, d_model=self.mqar_width),
+                                     vocab_size=Vocab(self.mqar_keys).size, max_seq_len=self.mqar_seq_len,
+                                     n_head=heads)
+        return NoStateConfig.of(config) if kind == "no state" else config
 
     def mqar_arms(self) -> dict[str, PatternConfig]:
-        """The MQAR arms by name: a GDN stack at each width of ``mqar_d``, full attention at the largest, and the
-        no-state control at the smallest and the largest."""
-        ends = (self.mqar_d[0], self.mqar_d[-1])
-        return {**{f"gdn d{d}": self.mqar_config(d) for d in self.mqar_d},
-                "attention": self.mqar_config(self.mqar_d[-1], "attention"),
-                **{f"no state d{d}": self.mqar_config(d, "no state") for d in ends}}
+        """The MQAR arms by name: a GDN stack and its no-state control at each head count of ``mqar_heads``, and full
+        attention (``n_head`` heads)."""
+        return {**{f"gdn h{h}": self.mqar_config(h) for h in self.mqar_heads},
+                "attention": self.mqar_config(self.n_head, "attention"),
+                **{f"no state h{h}": self.mqar_config(h, "no state") for h in self.mqar_heads}}
 
     def size_config(self, i: int, series: str) -> PatternConfig:
         """Ladder size ``i`` in ``series`` (the hybrid's S layer reads the state with no bottleneck)."""
@@ -121,32 +126,34 @@ class GDNScalingParams(RetrievalParams):
 
     def runs(self, tok) -> list:
         """What the study runs (odebook.params.plan, for its budget): the ladder (each size's grid on the tuning
-        seed, then its seeds); the retrieval runs on the curriculum, scored normal and with the state zeroed; the
-        MQAR arms (a GDN stack per width, the no-state control at the smallest and largest, full attention at the
-        largest), each on its grid (every extension it may take) and then every seed — training steps on sequences
-        of ``mqar_seq_len`` tokens (the same cost at every k), the validation passes (every k's sets), and the
-        scoring of every k and the held-out pairs, and of the first queries as drawn and re-bound, normal and with
-        the state zeroed (odebook.study.recall)."""
+        seed, then its seeds); the retrieval runs on the curriculum (each size and its no-state control), scored;
+        the MQAR arms (``mqar_arms``), each on its grid (every extension it may take, on every tuning seed) and then
+        every seed — training steps on sequences of ``mqar_seq_len`` tokens (the same cost at every k), the
+        validation passes (every k's sets), and the scoring of every k and the held-out pairs, and of the first
+        queries as drawn and re-bound (odebook.study.recall)."""
         import functools
 
         from odebook.data import mqar
         from odebook.params import plan as w
+
+        from .no_state import NoStateConfig
 
         ladder = [r for s in self.series for i in range(len(self.ladder_d))
                   for r in w.tuned(self, tok, s, self.size_config(i, s).build)]
         prompts = functools.partial(w.prompts, tok, self.retrieval_batch_size, self.ks)
         valid = w.Work(w.evaluations(self.retrieval_steps, self.eval_interval), prompts(max(self.curriculum)),
                        train=False)
-        bind = (*w.curriculum_work(self, self.retrieval_steps, prompts), valid, *w.scoring_work(self, tok, 2))
-        bound = [w.Runs("gdn", self.size_config(i, "gdn").build, self.n_seeds, bind, part="retrieval")
-                 for i in self.retrieval_sizes]
+        bind = (*w.curriculum_work(self, self.retrieval_steps, prompts), valid, *w.scoring_work(self, tok, 1))
+        bound = [w.Runs(family, config.build, self.n_seeds, bind, part="retrieval") for i in self.retrieval_sizes
+                 for family, config in (("gdn", self.size_config(i, "gdn")),
+                                        ("no state", NoStateConfig.of(self.size_config(i, "gdn"))))]
         batch = w.mqar_batch(mqar.Vocab(self.mqar_keys), self.mqar_batch_size, min(self.mqar_train_ks),
                              self.mqar_seq_len, self.mqar_power_a)
         sets = len(self.mqar_eval_ks) + 1
         forwards = ((w.evaluations(self.mqar_steps, self.eval_interval) * len(self.mqar_eval_ks) + sets)
-                    * self.mqar_eval_batches + 4 * mqar.SCORING_BATCHES * len(self.mqar_eval_ks))
+                    * self.mqar_eval_batches + 2 * mqar.SCORING_BATCHES * len(self.mqar_eval_ks))
         recall = (w.Work(self.mqar_steps, batch), w.Work(forwards, batch, train=False))
         tried = (len(self.mqar_lr_grid) + self.mqar_lr_extensions) * self.tuning_seeds
-        return ladder + bound + [w.Runs(name.split(" d")[0], arm.build, n, recall, part=part)  # family: gdn, …
+        return ladder + bound + [w.Runs(name.split(" h")[0], arm.build, n, recall, part=part)  # family: gdn, …
                                  for name, arm in self.mqar_arms().items()
                                  for n, part in ((tried, "MQAR lr grid"), (self.n_seeds, "MQAR"))]

@@ -1,6 +1,7 @@
 """Study 03's no-state control: the GDN layer with its state emptied before every write. Its read-out is the gated
 delta rule's (the reference loop) with the decay at zero, it keeps the GDN stack's weights, and it is causal."""
 
+import pytest
 import torch
 
 from odebook import studies
@@ -48,3 +49,19 @@ def test_the_no_state_stack_sees_only_its_convolutions_reach():
 
 def test_the_no_state_stack_is_causal():
     assert_causal(no_state_gdn(), SHAPE["vocab_size"], 20, positions=[3, 11, 19])
+
+
+def test_the_mqar_arms_pair_each_gdn_stack_with_its_no_state_control_at_one_width():
+    import dataclasses
+
+    p = studies.load("03_gdn_scaling").Params.from_mapping({"mqar_width": 32, "mqar_heads": [4, 1]}, "test")
+    arms = p.mqar_arms()
+    assert list(arms) == ["gdn h4", "gdn h1", "attention", "no state h4", "no state h1"]
+    for h in (4, 1):
+        gdn, control = arms[f"gdn h{h}"], arms[f"no state h{h}"]
+        assert isinstance(control, no_state.NoStateConfig) and not isinstance(gdn, no_state.NoStateConfig)
+        assert dataclasses.asdict(control) == dataclasses.asdict(gdn)  # the same stack, but for its state
+        assert (gdn.d_model, gdn.n_head, gdn.pattern) == (32, h, "GG")
+    assert arms["attention"].pattern == "CC" and arms["attention"].n_head == p.n_head
+    with pytest.raises(Exception, match="mqar_heads"):
+        studies.load("03_gdn_scaling").Params.from_mapping({"mqar_width": 32, "mqar_heads": [1, 4]}, "test")

@@ -18,7 +18,7 @@ ODEBOOK_DATA ?=
 # JupyterLab refuses to start as root (containers) unless told to.
 LAB_ARGS    ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: help setup run-all reports check-reports lab test test-all lint sync bench clean-outputs
+.PHONY: help setup run-all reports check-reports lab test test-all lint sync bench gpu-checks clean-outputs
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-14s %s\n", $$1, $$2}'
@@ -78,6 +78,9 @@ sync:  ## rewrite each notebook's colab cell, pair notebooks/*.py with *.ipynb (
 
 bench:  ## CPU benchmarks: the GEMM rate against the cores (clock, FLOP per cycle); each study's cpu-profile step (efficiency, alone vs beside a busy process); seed-runs per minute, one process vs one-thread workers side by side; matmul (torch, oneDNN); gemm size rules; 01 step (plain vs sliced head, oneDNN vs torch GEMM: memory, ms, MFU); delta rule; 02; 05 KV cache; DDP (QUICK=1: the first three only, a few minutes)
 	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m benchmarks.bench $(if $(QUICK),--quick)
+
+gpu-checks:  ## every GPU check in one call, smallest first, each under a timeout, into OUT (default gpu-checks/): the CUDA tests, benchmarks.gpu, the t4 notebooks by estimated GPU time (no GPU: tests skip, notebooks on the CPU)
+	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m benchmarks.gpu_checks --out $(or $(OUT),gpu-checks) --profile t4
 
 clean-outputs:  ## delete outputs/<PROFILE> (PROFILE must be a folder name under params/; not while it runs)
 	$(RUNNER) --clean

@@ -27,8 +27,9 @@ The calibration: the runner records each finished run's measured time over its e
 in the profile's outputs folder (``CALIBRATION``), and scales the next estimate there by the median of the last few
 (``calibrated``); the line says how many runs calibrated it, or that none has yet on this processor.
 
-The T4: its fp16 tensor-core peak (65 TFLOP/s) at ``T4_FRACTION`` of it — small models spend much of a step in
-element-wise kernels and launches, so a quarter is what such models reach, not a measurement here.
+The T4: each pass's FLOPs and the kernels it launches, counted here at the profile's shapes, at a T4's rate and
+cost per launch (odebook.book.gpu_time: small models are bound by launches on a GPU, not by arithmetic); the line says
+which bound.
 """
 
 from __future__ import annotations
@@ -47,15 +48,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 
-from odebook.book import calibration, notebook, processor
+from odebook.book import calibration, notebook, passes, processor
 from odebook.book.calibration import CALIBRATION, calibrated, record
 from odebook.params import Params
-from odebook.study.flops import count_flops
 from odebook.study.measure import peak_memory
 from odebook.data.corpus import get_tokenizer
 from odebook.training.code_hash import study_hash
@@ -66,14 +65,10 @@ from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
 from odebook.params.plan import EXECUTED, Runs, Work
 
-__all__ = ["Runs", "Work", "Budget", "planned", "plan", "pass_flops", "estimate", "memory", "announce", "line",
+__all__ = ["Runs", "Work", "Budget", "planned", "plan", "estimate", "memory", "announce", "line",
            "HANDED",
-           "calibrated", "record", "CALIBRATION",
-           "T4_FLOPS", "T4_FRACTION", "T4_MEMORY", "START_UP_PER_IMPORT", "start_up"]
+           "calibrated", "record", "CALIBRATION", "START_UP_PER_IMPORT", "start_up"]
 
-T4_FLOPS = 65e12  # fp16 tensor-core peak (NVIDIA's T4 datasheet)
-T4_FRACTION = 0.25
-T4_MEMORY = 15e9  # what a T4 offers of its 16 GB (Colab reports 15 GB)
 LONG = 1800  # seconds: above this, the line says how to choose a smaller profile
 TINY = (1e11, 1e8)  # FLOPs and peak bytes below which the line leaves the T4 and the FLOPs out
 BUSY = 0.75  # below this share of a core, the line says the machine was busy (short steps then slow unevenly)
@@ -101,6 +96,7 @@ class Budget:
     factor: float = 1.0  # measured over estimated time of this study's earlier runs on this processor (``calibrated``)
     calibrations: int = 0  # how many runs the factor comes from
     implausible: int = 0  # recorded ratios left out as no calibration (odebook.book.calibration.PLAUSIBLE)
+    launches: float = 0.0  # kernels every pass would launch on a GPU (odebook.book.gpu_time)
 
     def seeds_within(self, seconds: float) -> int:
         """How many seeds the study can run within ``seconds`` here, its other parts as they are."""
@@ -113,7 +109,7 @@ class Budget:
 
     @property
     def t4_seconds(self) -> float:
-        return self.flops / (T4_FRACTION * T4_FLOPS)
+        return passes.seconds(self.flops, self.launches, passes.T4)
 
     def line(self) -> str:
         """One line a person reads before the first step."""
@@ -124,8 +120,9 @@ class Budget:
         text = f"budget {self.study}: ≈ {_duration(self.here)} here ({self.device}; {how})" + (
             f"; tiny models ({self.peak_bytes / 2**20:.0f} MiB at their peak, under {TINY[0] / 1e12:g} TFLOP in all)"
             if tiny else f", {self.flops / 1e12:,.1f} TFLOP; peak memory {self.peak_bytes / 1e9:.2f} GB "
-            f"({self.largest}); on a T4 ≈ {_duration(self.t4_seconds)} (at {T4_FRACTION:.0%} of its fp16 peak), "
-            f"{'fits' if self.peak_bytes < T4_MEMORY else 'does NOT fit'} its 15 GB")
+            f"({self.largest}); on a T4 ≈ {_duration(self.t4_seconds)} "
+            f"({passes.bound(self.flops, self.launches)}: {self.launches / 1e6:,.2f}M kernel launches), "
+            f"{'fits' if self.peak_bytes < passes.T4.memory else 'does NOT fit'} its 15 GB")
         if self.here > LONG and self.defaults and self.device == "cpu":
             text += (f" — long here: the cpu profile is sized for a CPU (params/cpu/{self.study}.yaml; "
                      "make run-all PROFILE=cpu)")
@@ -140,10 +137,6 @@ def _duration(seconds: float) -> str:
                                                               else f"{seconds:.0f} s")
 
 
-def _on(batch: Any, device: torch.device) -> Any:
-    return batch.to(device) if isinstance(batch, torch.Tensor) else type(batch)(_on(b, device) for b in batch)
-
-
 def planned(params: Params) -> bool:
     """Whether the study of ``params`` declares its runs (``runs``, beside its parameters), so that it can be costed."""
     return callable(getattr(params, "runs", None))
@@ -152,27 +145,6 @@ def planned(params: Params) -> bool:
 def plan(params: Params) -> list[Runs]:
     """The training runs the study of ``params`` makes, as it declares them (odebook.params.plan)."""
     return params.runs(get_tokenizer(params.tokenizer))
-
-
-def _pass(model: nn.Module, work: Work, batch: Any, precision: Precision) -> Callable[[], None]:
-    """One training step's forward and backward (the optimiser's update is element-wise), or one forward pass."""
-    def step() -> None:
-        model.train(work.train)
-        with torch.set_grad_enabled(work.train), precision.autocast():
-            loss = work.loss(model, batch)
-        if work.train:
-            model.zero_grad(set_to_none=True)
-            loss.backward()
-    return step
-
-
-def pass_flops(model: nn.Module, work: Work, precision: Precision) -> float:
-    """FLOPs of one pass of ``work``, or NaN where torch's counter cannot follow it (the adjoint method calls
-    autograd.grad inside its backward)."""
-    try:
-        return float(count_flops(_pass(model, work, _on(work.batch(), precision.device), precision)))
-    except RuntimeError:
-        return math.nan
 
 
 def _cpu_share(wall: float = 0.2) -> float:
@@ -200,7 +172,7 @@ def _setup(runs: Runs, precision: Precision) -> float:
     odebook.study.experiment.run_one does for its report)."""
     t0 = time.perf_counter()
     model = runs.build().to(precision.device)
-    pass_flops(model, dataclasses.replace(runs.work[0], train=False), precision)
+    passes.pass_flops(model, dataclasses.replace(runs.work[0], train=False), precision)
     return time.perf_counter() - t0
 
 
@@ -209,7 +181,7 @@ def _seconds(build: Callable[[], nn.Module], work: Work, precision: Precision) -
     the steps after the first (which allocates and warms caches) — two of them for a step of ``LONG_STEP`` or more,
     else five: a short step is as long as the stray delays of a busy machine (another process, the allocator), and
     one such step in a median of two makes the whole estimate several times too high."""
-    batch = _on(work.batch(), precision.device)
+    batch = passes.on(work.batch(), precision.device)
     for steps in (3, 6):
         hist = train(build().to(precision.device), itertools.repeat(batch), [batch],
                      TrainConfig(steps=steps, lr=1e-4, eval_interval=steps), precision, loss_fn=work.loss,
@@ -223,7 +195,8 @@ def estimate(params: Params, precision: Precision) -> Budget:
     """Count every kind of pass of every run's work, probe the largest training step of each family, measure the
     largest training step's memory; add the start-up allowance. A training step torch cannot count is timed by its
     forward pass's FLOPs at the rate of its family's largest such step, probed itself."""
-    counted = [(runs, work, *flops) for runs, work, flops in _counted(plan(params), precision, train_only=False)]
+    raw = passes.counted(plan(params), precision, train_only=False)
+    counted = [(runs, work, flops, scale) for runs, work, (flops, scale, _) in raw]
     ex = notebook.executor(params, Path())
     workers = ex.processes if isinstance(ex, Workers) else 1  # the runs' parts go side by side, each on one thread
     rates = {None: _rates(counted, precision, None)}  # on this process's threads; side by side, on one as well
@@ -251,7 +224,7 @@ def estimate(params: Params, precision: Precision) -> Budget:
     peak, largest = _peak(*max(((r, w, m) for r, w, f, m in counted if w.train), key=lambda c: c[2])[:2], precision)
     return Budget(params.study, sum(parts.values()), total_flops, peak, largest, precision.device.type, share,
                   tuple(parts.most_common()), seed_seconds, params.n_seeds,
-                  defaults=arithmetic(params) == arithmetic(type(params)()))
+                  defaults=arithmetic(params) == arithmetic(type(params)()), launches=passes.launches(raw))
 
 
 def _rates(counted: list, precision: Precision, threads: int | None) -> tuple[dict, float]:
@@ -274,32 +247,16 @@ def _peak(runs: Runs, work: Work, precision: Precision) -> tuple[int, str]:
     """Peak memory of one training step of ``work`` plus its model's weights and Adam's moments, and which it was."""
     model = runs.build().to(precision.device)
     n_params = sum(p.numel() for p in model.parameters())
-    peak = peak_memory(_pass(model, work, _on(work.batch(), precision.device), precision), precision.device)
+    step = passes.one_pass(model, work, passes.on(work.batch(), precision.device), precision)
+    peak = peak_memory(step, precision.device)
     return peak + 12 * n_params, f"{runs.family}, {n_params / 1e6:.1f}M parameters"
 
 
 def memory(params: Params, precision: Precision) -> tuple[int, str]:
     """``estimate``'s peak memory alone (no timing): the training step of the most FLOPs in the study's plan (a step
     torch cannot count, by its forward pass's)."""
-    steps = _counted(plan(params), precision, train_only=True)
+    steps = passes.counted(plan(params), precision, train_only=True)
     return _peak(*max(steps, key=lambda c: c[2][1])[:2], precision)
-
-
-def _counted(plan_: list[Runs], precision: Precision, train_only: bool) -> list[tuple[Runs, Work, tuple[float, float]]]:
-    """Each run's work with (its FLOPs, NaN where torch cannot count them; the FLOPs its time is scaled by: its own,
-    or for such a training step its forward pass's), each model and batch counted once."""
-    out, seen = [], {}
-    for runs in plan_:
-        model = None
-        for work in (w for w in runs.work if w.train or not train_only):
-            key = (id(runs.build), id(work.batch), id(work.loss), work.train)
-            if key not in seen:
-                model = runs.build().to(precision.device) if model is None else model
-                flops = pass_flops(model, work, precision)
-                seen[key] = flops, flops if not math.isnan(flops) else pass_flops(
-                    model, dataclasses.replace(work, train=False), precision)
-            out.append((runs, work, seen[key]))
-    return out
 
 
 PROBES = ".budget-probes.json"  # in a profile's outputs folder: estimates by what they were measured from

@@ -15,7 +15,7 @@ from odebook.book import runner
 from odebook import studies
 from odebook.studies import validate_file
 from odebook.nn.linear_ce import IGNORE_INDEX
-from odebook.book import budget, machine_load
+from odebook.book import budget, machine_load, passes
 from odebook.training.runtime import precision_for
 from odebook.params import plan as plan_module
 from odebook.training.train import TrainConfig, train
@@ -90,11 +90,13 @@ def test_retrieval_steps_are_counted_at_the_shapes_the_curriculum_gives(root, mo
 
 
 def test_the_line_says_the_time_here_on_a_t4_and_whether_it_fits():
-    b = budget.Budget("01_gradient_flow", seconds=4 * 3600, flops=0.25 * budget.T4_FLOPS * 600, peak_bytes=16 * 10**9,
-                      largest="hybrid, 20.0M parameters", device="cpu")
+    b = budget.Budget("01_gradient_flow", seconds=4 * 3600, flops=passes.FRACTION * passes.T4.flops * 300,
+                      peak_bytes=16 * 10**9, largest="hybrid, 20.0M parameters", device="cpu",
+                      launches=300 / passes.LAUNCH)  # 5 min of arithmetic, 5 of launches
     assert b.t4_seconds == pytest.approx(600)
     line = b.line()
-    assert "≈ 4.0 h here" in line and "on a T4 ≈ 10 min" in line and "does NOT fit its 15 GB" in line
+    assert "≈ 4.0 h here" in line and "on a T4 ≈ 10 min (launch-bound: 5.56M kernel launches)" in line
+    assert "does NOT fit its 15 GB" in line
     assert "PROFILE=cpu" in line  # long here: how to choose the cpu profile
     own = dataclasses.replace(b, defaults=False).line()  # a profile of one's own (a copy of cpu, say): no advice
     assert "≈ 4.0 h here" in own and "PROFILE=cpu" not in own

@@ -1,0 +1,185 @@
+"""A study's passes counted — each kind of pass's FLOPs (odebook.study.flops) and the kernels it would launch on a GPU,
+once per model and batch (``counted``) — and what that work costs on a GPU that was not measured here (a T4, for the
+Colab user): its arithmetic at a share of the GPU's peak plus a cost for every kernel it launches.
+
+The models of this book are small (d 256, batches of 8–32 sequences): a training step is several hundred to a few
+thousand kernels of microseconds each, and the time goes to launching them — the host's Python, autograd and
+dispatcher work for each op — not to arithmetic: FLOPs at a quarter of the fp16 peak put study 01's H100 step at 1 ms,
+where it took 15. So a pass costs
+
+    FLOPs / (``FRACTION`` · the GPU's fp16 peak)  +  launches · ``LAUNCH``
+
+with its launches counted on the CPU (``Launches``: every aten op that runs a kernel — not views, allocations or
+reads of a scalar back to the host) and a training step's optimizer (clipping, fused AdamW) counted on the model's own
+parameters (``optimizer_launches``). ``LAUNCH`` is fitted to the training steps the book has measured on GPUs
+(``RECORDED``; tests/book/test_passes.py holds each within 2×): it is mostly the host's cost per op, so a slower host
+(Colab's) makes the estimate low. ``FRACTION`` of the fp16 peak is what small models' matrix products are taken to
+reach — not measured: the recorded steps are launch-bound and cannot tell it. Launches counted on the CPU in fp32 miss
+the casts fp16 autocast adds on a GPU and count the CPU's GEMM as one op; the fit absorbs both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode  # private, as torch's own FlopCounterMode uses it
+
+from odebook.params.plan import Runs, Work
+from odebook.study.flops import count_flops
+from odebook.training.runtime import Precision
+
+__all__ = ["GPU", "T4", "H100", "H200", "FRACTION", "LAUNCH", "RECORDED", "Launches", "count_launches",
+           "optimizer_launches", "seconds", "bound", "on", "one_pass", "pass_flops", "counted", "launches", "gpu_work"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GPU:
+    name: str
+    flops: float  # fp16 tensor-core peak, dense (the vendor's datasheet)
+    memory: float  # bytes a run can use
+
+
+T4 = GPU("T4", 65e12, 15e9)  # Colab reports 15 GB of its 16
+H100 = GPU("H100", 989e12, 80e9)  # SXM
+H200 = GPU("H200", 989e12, 141e9)
+FRACTION = 0.25
+# seconds per kernel launched: each RECORDED step's measured time less its arithmetic, over its launches counted on one
+# sequence (44-84 µs, geometric mean 54; tests/book/test_passes.py prints them). The H100's host: a Xeon, family 6
+# model 207.
+LAUNCH = 54e-6
+
+# Training steps measured on GPUs under a T4's policy (fp16 autocast and a GradScaler): the median step (seconds,
+# after the first) of each arm over its seeds, its model (study 05's hybrid configuration: the solver and steps of
+# its ODE block, or None for the baseline transformer) and shapes (6 layers, d 256, 4 heads, GPT-2's vocabulary).
+# Study 01's t4 report at 5b64201 (H100, seq 64, batch 32) and study 05's at 60730b4 (H200, seq 128, batch 32).
+RECORDED = (
+    ("H100", "baseline", None, 0, 64, 32, 0.01542),
+    ("H100", "euler × 4", "euler", 4, 64, 32, 0.02395),
+    ("H200", "baseline", None, 0, 128, 32, 0.02225),
+    ("H200", "rk4 × 2", "rk4", 2, 128, 32, 0.04167),
+    ("H200", "dopri5", "dopri5", 1, 128, 32, 0.08846),
+)
+
+_NO_KERNEL = {torch.ops.aten.empty, torch.ops.aten.empty_strided, torch.ops.aten.empty_like, torch.ops.aten.detach,
+              torch.ops.aten.alias, torch.ops.aten.lift_fresh, torch.ops.aten._local_scalar_dense}
+
+
+class Launches(TorchDispatchMode):
+    """Counts the aten ops run inside it that would each launch a kernel on a GPU (``n``): not views, allocations,
+    or a scalar read back to the host (a wait, not a kernel)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += not (func.is_view or func.overloadpacket in _NO_KERNEL)
+        return func(*args, **(kwargs or {}))
+
+
+def count_launches(fn: Callable[[], object]) -> int:
+    """Kernels ``fn()`` would launch on a GPU (``Launches``)."""
+    with Launches() as counter:
+        fn()
+    return counter.n
+
+
+def optimizer_launches(model: nn.Module) -> int:
+    """Kernels a training step launches after its backward (odebook.training.train): clipping the gradients'
+    norm and a fused AdamW step on ``model``'s parameters, counted at the second step (the first allocates the
+    optimizer's state)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = [torch.zeros_like(p) for p in params]
+    optimizer = torch.optim.AdamW(params, lr=0.0, fused=True)
+
+    def step() -> None:
+        for p, g in zip(params, grads):
+            p.grad = g
+        torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
+        optimizer.step()
+
+    step()
+    n = count_launches(step)
+    for p in params:
+        p.grad = None
+    return n
+
+
+def seconds(flops: float, launches: float, gpu: GPU = T4) -> float:
+    """A GPU's seconds for work of ``flops`` FLOPs in ``launches`` kernels (module docstring)."""
+    return flops / (FRACTION * gpu.flops) + launches * LAUNCH
+
+
+def bound(flops: float, launches: float, gpu: GPU = T4) -> str:
+    """Which part of ``seconds`` is the larger: "launch-bound" or "arithmetic-bound"."""
+    return "launch-bound" if launches * LAUNCH >= flops / (FRACTION * gpu.flops) else "arithmetic-bound"
+
+
+def on(batch: Any, device: torch.device) -> Any:
+    return batch.to(device) if isinstance(batch, torch.Tensor) else type(batch)(on(b, device) for b in batch)
+
+
+def one_pass(model: nn.Module, work: Work, batch: Any, precision: Precision) -> Callable[[], None]:
+    """One training step's forward and backward (the optimiser's update is element-wise), or one forward pass."""
+    def step() -> None:
+        model.train(work.train)
+        with torch.set_grad_enabled(work.train), precision.autocast():
+            loss = work.loss(model, batch)
+        if work.train:
+            model.zero_grad(set_to_none=True)
+            loss.backward()
+    return step
+
+
+def pass_flops(model: nn.Module, work: Work, precision: Precision) -> float:
+    """FLOPs of one pass of ``work``, or NaN where torch's counter cannot follow it (the adjoint method calls
+    autograd.grad inside its backward)."""
+    try:
+        return float(count_flops(one_pass(model, work, on(work.batch(), precision.device), precision)))
+    except RuntimeError:
+        return math.nan
+
+
+def counted(plan_: list[Runs], precision: Precision, train_only: bool) -> list[tuple[Runs, Work, tuple]]:
+    """Each run's work with (its FLOPs, NaN where torch cannot count them; the FLOPs its time is scaled by: its own,
+    or for such a training step its forward pass's; the kernels it would launch on a GPU, a training step's with its
+    optimizer's, and for such a step three times its forward pass's), each model and batch counted once."""
+    out, seen, optimizer = [], {}, {}
+    for runs in plan_:
+        model = None
+        for work in (w for w in runs.work if w.train or not train_only):
+            key = (id(runs.build), id(work.batch), id(work.loss), work.train)
+            if key not in seen:
+                model = runs.build().to(precision.device) if model is None else model
+                with Launches() as launched:
+                    flops = scale = pass_flops(model, work, precision)
+                launches = launched.n
+                if math.isnan(flops):
+                    with Launches() as launched:
+                        scale = pass_flops(model, dataclasses.replace(work, train=False), precision)
+                    launches = 3 * launched.n
+                if work.train:
+                    if id(runs.build) not in optimizer:
+                        optimizer[id(runs.build)] = optimizer_launches(model)
+                    launches += optimizer[id(runs.build)]
+                seen[key] = flops, scale, launches
+            out.append((runs, work, seen[key]))
+    return out
+
+
+def gpu_work(plan: list[Runs], precision: Precision) -> tuple[float, float]:
+    """The FLOPs and kernel launches of every pass of ``plan`` (a training step torch cannot count at three times its
+    forward pass's FLOPs), counted without a timed probe: what a GPU's estimate needs (``seconds``)."""
+    raw = counted(plan, precision, train_only=False)
+    flops = sum(r.count * w.n * (f if not math.isnan(f) else 3 * m) for r, w, (f, m, _) in raw)
+    return flops, launches(raw)
+
+
+def launches(raw: list) -> float:
+    """Every kernel launch of ``counted``'s passes, each pass as often as its runs make it."""
+    return float(sum(runs.count * work.n * n for runs, work, (*_, n) in raw))

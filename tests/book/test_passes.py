@@ -1,0 +1,64 @@
+"""The GPU estimate's counts and its cost model (odebook.book.passes): kernels counted as a GPU launches them, and
+each training step the book has measured on a GPU estimated within 2× of what it took."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from odebook import studies
+from odebook.book import passes
+from odebook.models.lm import lm_loss
+from odebook.study.flops import count_flops
+
+GPUS = {"H100": passes.H100, "H200": passes.H200}
+
+
+def test_the_counter_counts_kernels_not_views_allocations_or_reads_back():
+    x, linear = torch.randn(2, 4), nn.Linear(4, 3)
+    assert passes.count_launches(lambda: x.view(4, 2).transpose(0, 1).unsqueeze(0)) == 0
+    assert passes.count_launches(lambda: torch.empty(5)) == 0
+    assert passes.count_launches(lambda: (x + 1).sum().item()) == 2  # add, sum; .item() waits, launches nothing
+    assert passes.count_launches(lambda: linear(x)) == 1  # one addmm (the transpose of the weight is a view)
+
+
+def test_the_optimizer_launches_a_few_kernels_whatever_the_number_of_tensors():
+    """Clipping runs foreach kernels and AdamW a fused one on a GPU: a dozen launches for 2 or 40 tensors alike."""
+    small, large = nn.Linear(4, 4), nn.Sequential(*(nn.Linear(4, 4) for _ in range(20)))
+    assert passes.optimizer_launches(small) == passes.optimizer_launches(large) <= 20
+    assert all(p.grad is None for p in large.parameters())  # the count leaves no gradient behind
+
+
+def test_seconds_add_arithmetic_and_launches_and_say_which_bound():
+    arithmetic = passes.FRACTION * passes.T4.flops  # a second of it
+    assert passes.seconds(arithmetic, 0) == pytest.approx(1.0)
+    assert passes.seconds(arithmetic, 1000) == pytest.approx(1.0 + 1000 * passes.LAUNCH)
+    assert passes.bound(arithmetic, 10) == "arithmetic-bound"
+    assert passes.bound(0.0, 10) == "launch-bound"
+
+
+@pytest.mark.parametrize("record", passes.RECORDED, ids=lambda r: f"{r[0]} {r[1]}")
+def test_each_recorded_gpu_step_is_estimated_within_two_times(record):
+    """The book's training steps measured on GPUs (passes.RECORDED) against the estimate from their FLOPs and
+    launches counted here: the model rebuilt at the recorded shapes, counted on one sequence (FLOPs scale with the
+    batch, launches do not)."""
+    gpu, _, solver, steps, seq_len, batch_size, measured = record
+    cfg = studies.schema("05_ode_solvers")(seq_len=seq_len, max_seq_len=1088).model_config(50257)
+    torch.manual_seed(0)
+    model = (cfg.baseline if solver is None else cfg.replace(solver=solver, steps=steps).hybrid)()
+    x = torch.randint(0, 50257, (1, seq_len + 1))
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        lm_loss(model, (x[:, :-1], x[:, 1:])).backward()
+
+    with passes.Launches() as launched:
+        flops = batch_size * count_flops(step)
+    launches = launched.n + passes.optimizer_launches(model)
+    estimated = passes.seconds(flops, launches, GPUS[gpu])
+    print(f"{record[:2]}: {launches} launches, measured {measured * 1e3:.1f} ms, estimated {estimated * 1e3:.1f} ms; "
+          f"{(measured - flops / (passes.FRACTION * GPUS[gpu].flops)) / launches * 1e6:.0f} µs a launch")
+    assert abs(math.log(estimated / measured)) < math.log(2)

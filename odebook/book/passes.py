@@ -4,15 +4,15 @@ Colab user): its arithmetic at a share of the GPU's peak plus a cost for every k
 
 The models of this book are small (d 256, batches of 8–32 sequences): a training step is several hundred to a few
 thousand kernels of microseconds each, and the time goes to launching them — the host's Python, autograd and
-dispatcher work for each op — not to arithmetic: FLOPs at a quarter of the fp16 peak put study 01's H100 step at 1 ms,
-where it took 15. So a pass costs
+dispatcher work for each op — not to arithmetic, which alone puts such steps an order of magnitude under what they take
+on a GPU. So a pass costs
 
     FLOPs / (``FRACTION`` · the GPU's fp16 peak)  +  launches · ``LAUNCH``
 
 with its launches counted on the CPU (``Launches``: every aten op that runs a kernel — not views, allocations or
 reads of a scalar back to the host) and a training step's optimizer (clipping, fused AdamW) counted on the model's own
 parameters (``optimizer_launches``). ``LAUNCH`` is fitted to the training steps the book has measured on GPUs
-(``RECORDED``; tests/book/test_passes.py holds each within 2×): it is mostly the host's cost per op, so a slower host
+(tests/book/test_passes.py records them and holds each within 2×): it is mostly the host's cost per op, so a slower host
 (Colab's) makes the estimate low. ``FRACTION`` of the fp16 peak is what small models' matrix products are taken to
 reach — not measured: the recorded steps are launch-bound and cannot tell it. Launches counted on the CPU in fp32 miss
 the casts fp16 autocast adds on a GPU and count the CPU's GEMM as one op; the fit absorbs both.
@@ -33,7 +33,7 @@ from odebook.params.plan import Runs, Work
 from odebook.study.flops import count_flops
 from odebook.training.runtime import Precision
 
-__all__ = ["GPU", "T4", "H100", "H200", "FRACTION", "LAUNCH", "RECORDED", "Launches", "count_launches",
+__all__ = ["GPU", "T4", "H100", "H200", "FRACTION", "LAUNCH", "Launches", "count_launches",
            "optimizer_launches", "seconds", "bound", "on", "one_pass", "pass_flops", "counted", "launches", "gpu_work"]
 
 
@@ -48,22 +48,9 @@ T4 = GPU("T4", 65e12, 15e9)  # Colab reports 15 GB of its 16
 H100 = GPU("H100", 989e12, 80e9)  # SXM
 H200 = GPU("H200", 989e12, 141e9)
 FRACTION = 0.25
-# seconds per kernel launched: each RECORDED step's measured time less its arithmetic, over its launches counted on one
-# sequence (44-84 µs, geometric mean 54; tests/book/test_passes.py prints them). The H100's host: a Xeon, family 6
-# model 207.
+# seconds per kernel launched: fitted to the measured GPU steps (tests/book/test_passes.py: the geometric mean of each
+# step's measured time less its arithmetic, over its launches)
 LAUNCH = 54e-6
-
-# Training steps measured on GPUs under a T4's policy (fp16 autocast and a GradScaler): the median step (seconds,
-# after the first) of each arm over its seeds, its model (study 05's hybrid configuration: the solver and steps of
-# its ODE block, or None for the baseline transformer) and shapes (6 layers, d 256, 4 heads, GPT-2's vocabulary).
-# Study 01's t4 report at 5b64201 (H100, seq 64, batch 32) and study 05's at 60730b4 (H200, seq 128, batch 32).
-RECORDED = (
-    ("H100", "baseline", None, 0, 64, 32, 0.01542),
-    ("H100", "euler × 4", "euler", 4, 64, 32, 0.02395),
-    ("H200", "baseline", None, 0, 128, 32, 0.02225),
-    ("H200", "rk4 × 2", "rk4", 2, 128, 32, 0.04167),
-    ("H200", "dopri5", "dopri5", 1, 128, 32, 0.08846),
-)
 
 _NO_KERNEL = {torch.ops.aten.empty, torch.ops.aten.empty_strided, torch.ops.aten.empty_like, torch.ops.aten.detach,
               torch.ops.aten.alias, torch.ops.aten.lift_fresh, torch.ops.aten._local_scalar_dense}

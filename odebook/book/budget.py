@@ -279,9 +279,10 @@ def _probed(params: Params, precision: Precision, folder: Path) -> Budget:
 
 @functools.lru_cache(maxsize=1)
 def _estimator_hash() -> str:
-    """sha256 of the estimate's own code, this module; the plans it costs (each study's ``runs``) and the science
-    code a step runs are in the key as ``study_hash``."""
-    return hashlib.sha256(Path(sys.modules[__name__].__file__).read_bytes()).hexdigest()
+    """sha256 of the estimate's own code, this module and its counts (odebook.book.passes); the plans it costs (each
+    study's ``runs``) and the science code a step runs are in the key as ``study_hash``."""
+    files = (Path(sys.modules[__name__].__file__), Path(passes.__file__))
+    return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
 
 
 HANDED = "ODEBOOK_BUDGET"  # "<study>\t<line>": the runner's estimate, handed to the kernel it starts for that study

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -83,7 +84,8 @@ def _reports(folder: Path) -> list[Path]:
 
 def publish(root: Path, profile: str) -> Path:
     """Replace reports/<profile> with outputs/<profile>'s successful reports and index (LEFT_OUT left out), with the
-    absolute paths of the run rewritten relative to the repository."""
+    absolute paths of the run rewritten relative to the repository (a data mirror outside it too: ../shared/data), so
+    that no committed report names a folder of the machine that made it."""
     src, dst = root / "outputs" / profile, root / REPORTS / profile
     if not (src / "index.html").is_file():
         raise FileNotFoundError(f"{src}: no run of profile {profile!r} to publish (make run-all PROFILE={profile})")
@@ -94,11 +96,15 @@ def publish(root: Path, profile: str) -> Path:
     shutil.copy2(src / "index.html", dst / "index.html")
     # the book's own paths, and those of the checkout each run ran in where that was another (a worktree)
     roots = {str(root.resolve()), *(r for report in _reports(dst) for r in _run_root(report / "manifest.json"))}
+    mirrors = {m: os.path.relpath(m, root.resolve()) for report in _reports(dst)  # data read from outside the book
+               if os.path.isabs(m := str(_manifest(report).get("data", "")))}
     for path in dst.rglob("*"):
         if path.suffix in TEXT_SUFFIXES:
             text = path.read_text(encoding="utf-8")
             for absolute in sorted(roots, key=len, reverse=True):  # a longer root first: one inside another
                 text = text.replace(f"{absolute}/outputs/{profile}", f"{REPORTS}/{profile}").replace(f"{absolute}/", "")
+            for absolute, relative in sorted(mirrors.items(), key=lambda m: -len(m[0])):
+                text = text.replace(f'"{absolute}"', f'"{relative}"').replace(f"{absolute}/", f"{relative}/")
             path.write_text(text, encoding="utf-8")
     for report in _reports(dst):  # what the report holds as published: an edit afterwards shows (``_edited``)
         manifest = report / "manifest.json"
@@ -108,11 +114,20 @@ def publish(root: Path, profile: str) -> Path:
     return dst
 
 
+def _manifest(report: Path) -> dict:
+    """A report's manifest.json; {} where it is missing or damaged (``check`` names those)."""
+    try:
+        record = json.loads((report / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def _run_root(manifest: Path) -> list[str]:
     """The checkout a report ran in (its manifest's parameter file is <root>/params/<profile>/<notebook>.yaml)."""
     try:
-        return [str(Path(json.loads(manifest.read_text(encoding="utf-8"))["parameter_file"]).parents[2])]
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return [str(Path(_manifest(manifest.parent)["parameter_file"]).parents[2])]
+    except (KeyError, TypeError, IndexError):
         return []
 
 

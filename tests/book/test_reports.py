@@ -272,3 +272,17 @@ def test_a_report_made_in_another_checkout_carries_no_path_of_that_machine(tmp_p
     assert json.loads((dst / "01_x" / "01_x.ipynb").read_text()) == {"out": "outputs: reports/cpu/01_x",
                                                                       "data": "data/corpus.txt"}
     assert not any(elsewhere in p.read_text() for p in dst.rglob("*") if p.suffix in reports.TEXT_SUFFIXES)
+
+
+def test_a_data_mirror_outside_the_book_is_named_relative_to_it(tmp_path):
+    """ODEBOOK_DATA=../shared/data is recorded as the absolute folder it was resolved to; published, it is relative
+    to the book again (issue 72: every committed manifest named the folder of the machine that made it)."""
+    root = _book(tmp_path)
+    run = root / "outputs" / "cpu" / "01_x"
+    mirror = str(tmp_path / "shared" / "data")
+    manifest = json.loads((run / "manifest.json").read_text())
+    key = {"data": {"source": mirror}}
+    (run / "manifest.json").write_text(json.dumps({**manifest, "data": mirror, "run_key": key}))
+    dst = reports.publish(root, "cpu")
+    published = json.loads((dst / "01_x" / "manifest.json").read_text())
+    assert published["data"] == published["run_key"]["data"]["source"] == "../shared/data"

@@ -17,16 +17,17 @@ PROBE = """<script>(() => {{ const out = document.createElement('pre'); out.id =
   document.body.appendChild(out); }})();</script>"""
 
 
-def evaluate(page: Path, expression: str) -> object:
-    """The value of ``expression`` (JavaScript, JSON-able) in ``page`` as headless Chromium lays it out (1280 px
-    wide); the page's own files (figures) are found beside it."""
+def evaluate(page: Path, expression: str, size: tuple[int, int] = (1280, 900)) -> object:
+    """The value of ``expression`` (JavaScript, JSON-able) in ``page`` as headless Chromium lays it out in a window of
+    ``size`` pixels; the page's own files (figures) are found beside it."""
     probe = page.with_name(f".probe-{page.name}")
     text = page.read_text(encoding="utf-8")
     end = text.rindex("</body>")
     probe.write_text(text[:end] + PROBE.format(expression=expression) + text[end:], encoding="utf-8")
     try:
-        done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,900",
-                               "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+        done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                               f"--window-size={size[0]},{size[1]}", "--virtual-time-budget=10000", "--dump-dom",
+                               probe.as_uri()],
                               capture_output=True, text=True, timeout=120)
     finally:
         probe.unlink()

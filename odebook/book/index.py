@@ -23,7 +23,7 @@ def saved_figures(figures: Path) -> list[str]:
     order = figures / FIGURE_ORDER
     return order.read_text().split() if order.is_file() else []
 
-__all__ = ["PROFILE_NOTES", "profile_note", "question_of", "inline_markdown", "write_index"]
+__all__ = ["key_figure", "PROFILE_NOTES", "profile_note", "question_of", "inline_markdown", "write_index"]
 
 # What a profile's numbers can show; the one place that says it (index banner and each report's banner).
 PROFILE_NOTES = {
@@ -86,15 +86,21 @@ def _findings(results: dict, smoke: bool) -> str:
                               lambda outcome: "#adb5bd" if smoke else BADGE.get(outcome_word(outcome), "#6e7781"))
 
 
-def _thumbnail(folder: Path, href: str) -> str:
-    """The study's key figure: the first it saved (figures/order.txt, odebook.book.notebook.save_figure), else the
-    first by name — never by file times, which a fresh clone makes all equal."""
+def key_figure(folder: Path) -> Path | None:
+    """A report's key figure: the first its study saved (figures/order.txt, odebook.book.notebook.save_figure), else
+    the first by name — never by file times, which a fresh clone makes all equal; None where it saved none."""
     named = [folder / "figures" / f"{n}.png" for n in saved_figures(folder / "figures")]
     figures = [p for p in named if p.is_file()] or sorted((folder / "figures").glob("*.png"))
-    if not figures:
+    return figures[0] if figures else None
+
+
+def _thumbnail(folder: Path, href: str) -> str:
+    """The study's key figure (``key_figure``) on its card, linked to its report."""
+    figure = key_figure(folder)
+    if figure is None:
         return ""
-    rel = f"{folder.name}/figures/{figures[0].name}"
-    return f"<a href='{href}'><img class='thumb' src='{rel}' alt='{figures[0].stem}'></a>"
+    rel = f"{folder.name}/figures/{figure.name}"
+    return f"<a href='{href}'><img class='thumb' src='{rel}' alt='{figure.stem}'></a>"
 
 
 def _card(out_root: Path, notebook: Path, profile: str) -> str:

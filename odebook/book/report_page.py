@@ -1,7 +1,9 @@
 """An executed notebook made into a report: each progress bar summarised in one line, the findings first (after
-its title, read from the run's results.json), and its HTML page with the code folded behind a button — a page
-that, when nbconvert cannot render it, says why and never costs the run (odebook.book.runner calls these on the
-staging folder before publication)."""
+its title, read from the run's results.json), and its HTML page — question, then result, then evidence: the title
+and the question's first paragraph, the profile's banner, the findings beside the study's key figure, then the rest
+of the introduction and the notebook, with the code folded behind a button — a page that, when nbconvert cannot
+render it, says why and never costs the run (odebook.book.runner calls these on the staging folder before
+publication; ``render_html`` again re-renders a committed report's page from its executed notebook)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ import re
 from pathlib import Path
 
 from odebook.book import findings
+from odebook.book.index import key_figure
 
-__all__ = ["FINDINGS", "render_html", "fold_code", "summarise_progress", "findings_first"]
+__all__ = ["FINDINGS", "render_html", "lead", "fold_code", "summarise_progress", "findings_first"]
 
 
 def render_html(ipynb: Path, html_path: Path, error: str) -> str:
@@ -27,7 +30,8 @@ def render_html(ipynb: Path, html_path: Path, error: str) -> str:
         html_path.write_text(body, encoding="utf-8")
         return ""
     try:
-        body, _ = nbconvert.HTMLExporter().from_notebook_node(nbformat.read(ipynb, as_version=4))
+        nb = lead(nbformat.read(ipynb, as_version=4), key_figure(ipynb.parent))
+        body, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
     except Exception as err:  # noqa: BLE001 — any exporter failure; the notebook itself stays
         why = f"nbconvert could not render {ipynb.name} as HTML ({type(err).__name__}: {str(err).splitlines()[0]})"
         html_path.write_text(f"<html><body><h1>{ipynb.stem}</h1><p>{html.escape(why)}; the executed notebook "
@@ -36,6 +40,30 @@ def render_html(ipynb: Path, html_path: Path, error: str) -> str:
         return why
     html_path.write_text(fold_code(body), encoding="utf-8")
     return ""
+
+
+def lead(nb, figure: Path | None):
+    """The page's order (module docstring), on the notebook as read — the executed notebook itself keeps the
+    notebook's: its title cell cut after the question's first paragraph, the rest of it moved below the findings
+    (``findings_first``), and the key figure floated beside them. A notebook without a findings cell is as it was."""
+    import nbformat
+
+    cells = nb.cells
+    at = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith(FINDINGS)), None)
+    if at is None:
+        return nb
+    if figure is not None:
+        img = (f'<img src="figures/{figure.name}" alt="{html.escape(figure.stem)}" '
+               'style="float:right;width:46%;margin:0 0 1em 1.5em">')
+        cells[at].source = (cells[at].source.replace(FINDINGS, f"{FINDINGS}\n\n{img}", 1)
+                            + '\n\n<div style="clear:both"></div>')
+    first = cells[0]
+    if at > 0 and first.cell_type == "markdown" and first.source.startswith("# "):
+        paragraphs = first.source.split("\n\n")
+        if len(paragraphs) > 2:
+            first.source = "\n\n".join(paragraphs[:2])
+            cells.insert(at + 1, nbformat.v4.new_markdown_cell("\n\n".join(paragraphs[2:])))
+    return nb
 
 
 FOLD = """<style>.odebook-code-hidden .jp-CodeCell .jp-Cell-inputWrapper{display:none}

@@ -171,7 +171,8 @@ def test_every_notebook_runs_with_the_smoke_profile(smoke_book):
         figures = list((out / "figures").glob("*.png"))
         assert figures, f"{name} saved no figure"
         images = (out / f"{name}.html").read_text(encoding="utf-8").count("<img ")
-        assert images == len(figures), f"{name}: {images} images inline, {len(figures)} figures saved"
+        # every figure inline, and the key figure once more beside the findings (odebook.book.report_page.lead)
+        assert images == len(figures) + 1, f"{name}: {images} images, {len(figures)} figures saved"
         executed = json.loads((out / f"{name}.ipynb").read_text(encoding="utf-8"))
         warnings = [line for cell in executed["cells"] for o in cell.get("outputs", []) if o.get("name") == "stderr"
                     for line in "".join(o.get("text", "")).splitlines() if "Warning" in line]
@@ -204,6 +205,26 @@ def test_reports_open_on_their_findings_with_code_folded_and_the_front_page_rend
     front = browser.evaluate(out / "index.html", FRONT_PAGE)
     assert "`" not in front["text"] and "**" not in front["text"] and front["marked"] > 0, front["text"][:2000]
     assert len(front["thumbnails"]) == len(NOTEBOOKS) and min(front["thumbnails"]) >= 400, front["thumbnails"]
+
+
+FIRST_SCREEN = """(() => {
+  const top = e => e.getBoundingClientRect().top + window.scrollY;
+  const findings = [...document.querySelectorAll('h2')].find(h => h.textContent.trim().startsWith('Findings'));
+  const figure = findings && findings.parentElement.parentElement.querySelector('img');
+  return {findings: findings ? top(findings) : null, figure: figure ? top(figure) : null,
+          banner: [...document.querySelectorAll('blockquote')].map(top)[0] ?? null,
+          code: top(document.querySelector('.jp-CodeCell'))};
+})()"""
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="no Chromium here (CI installs Debian's chromium)")
+@pytest.mark.parametrize("report", sorted((ROOT / "reports").glob("*/[0-9][0-9]_*/")), ids=lambda p: p.name)
+def test_a_committed_report_opens_on_its_banner_findings_and_key_figure_within_the_first_screen(report):
+    """Question → result → evidence (issue 72): in a 1400 × 1000 window the profile's banner, then the findings with
+    the study's key figure beside them, all above the fold and above the first code cell."""
+    page = browser.evaluate(report / f"{report.name}.html", FIRST_SCREEN, size=(1400, 1000))
+    assert page["banner"] is not None and page["findings"] is not None and page["figure"] is not None, page
+    assert page["banner"] < page["findings"] < page["figure"] < 1000 and page["findings"] < page["code"], page
 
 
 def test_pre_commit_runs_make_sync_on_notebooks(root):

@@ -91,33 +91,34 @@
 #
 # The 2-layer baseline solves the task at 1e-3 and not at 3e-3; the 1-layer null arm and the hybrid solve it at no rate
 # tried (up to 1e-2); a 6-layer GPT does not learn it in the same steps even at 3 pairs: deeper GPTs learn recall
-# later, which is why the book tests the source's question on 2 layers, not 6. A first run
-# of this design (seeds 0–4, cap 5) was its pilot for the seeds: the gate held (null − baseline +1.02 [0.48, 1.56]
-# nats), "hybrid non-inferior" came out not held, and "hybrid beats null" needed ≈ 11 seeds (hybrid − null −0.025
-# [−0.090, 0.039], seed SD 0.05, `design_sd`); so the cpu profile runs looks at 3, 6 and 9 seeds up to 12, on seeds
-# from 100, apart from the pilot's.
+# later, which is why the book tests the source's question on 2 layers, not 6. A first run of the earlier design (α 0.1,
+# 1,000 steps; seeds 0–4, cap 5) was its pilot for the seeds: the gate held (null − baseline +1.02 [0.48, 1.56] nats),
+# "hybrid non-inferior" came out not held, and "hybrid beats null" needed ≈ 11 seeds (hybrid − null −0.025 [−0.090,
+# 0.039], seed SD 0.05, `design_sd`); so the cpu profile runs looks at 3, 6 and 9 seeds up to 12, on seeds from 100,
+# apart from the pilot's.
 #
 # **The pilot that chose α's initial value and the steps** (this table's last rows; an Intel Xeon @ 2.50 GHz, 2 cores,
 # November 2026; seeds 0–3, lr 1e-3, 2,000 steps). That design's cpu report (commit da19829) ended with the flow's α
-# at ≈ 0 in every seed (|α| median 0.0066, mixed signs) and 4 of 9 baselines still at 0.98–1.19 nats at step 1,000.
+# at ≈ 0 in every seed (|α| median 0.0066, mixed signs) and 4 of its 9 baselines still at 0.98–1.19 nats at step
+# 1,000.
 # At the source's α 0.1 the flow's gain falls to ≈ 0 within the first 250 steps (seed 0: 0.00 from there on, test loss
 # 1.236, the null arm's; seed 1: back to 0.21 by the end, accuracy 0.58): a flow whose α is 0 passes no gradient to
 # its field, a saddle it leaves late or never. Started at α 1.0 the gain stays away from 0 (0.6–0.97) and the hybrid
 # solves the task in seed 0 (accuracy 1.00, test loss 0.007, the drop between steps 1,000 and 1,500) and reaches 0.57
 # in seed 1; the token-wise control, started the same way, stays at the null arm's loss (1.23) with its α falling to
-# 0 — the flow without attention has nothing to add. The baseline solves the task by step 500 in 3 of 4 seeds and
-# sits at 0.56 in seed 1 up to step 2,000 (0.90 → 0.88 over the last 1,000 steps), where the hybrids also stall at
+# 0 — the flow without attention has nothing to add. The baseline solves the task by step 1,000 in 3 of 4 seeds and
+# sits at 0.56 in seed 1 up to step 2,000 (1.00 → 0.88 over the last 1,000 steps), where the hybrids also stall at
 # 0.57–0.58: a partial solution that seed's batches lead every two-layer arm to. So the book's design (this cell, the
 # t4 values) starts the flow at α 1.0 (the source's 0.1 stays as an arm, `hybrid_source`, described beside the
 # claims) and trains 2,000 steps; the learned gates say, seed by seed, which arms finished and whether the baseline
 # solved the task. The cpu profile keeps the earlier α 0.1 and 1,000 steps, which its committed report ran, until that
 # report is re-made on this design (params/cpu/01_gradient_flow.yaml says why).
 #
-# **Departures from the source.** The flow's α starts at 1.0, not the source's 0.1, in the t4 design (the pilot above;
-# the source's initialisation is trained beside it as `hybrid_source`). The source's depth (6 layers, 2 replaced) cannot
-# be tested with a task learnable in the budget (the pilots above): both profiles use 2 layers with layer 1 replaced —
-# half the stack, where the source replaced a third — at d 64 (cpu) and the source's d 256 (t4). The source built its
-# blocks and its vector field with dropout 0.1; the book trains without dropout, because the field must be a
+# **Departures from the source.** The flow's α starts at 1.0, not the source's 0.1, in the book's design (the pilot
+# above; the source's initialisation is trained beside it as `hybrid_source`). The source's depth (6 layers, 2 replaced)
+# cannot be tested with a task learnable in the budget (the pilots above): both profiles use 2 layers with layer 1
+# replaced — half the stack, where the source replaced a third — at d 64 (cpu) and the source's d 256 (t4). The source
+# built its blocks and its vector field with dropout 0.1; the book trains without dropout, because the field must be a
 # deterministic function of (t, H) for the adjoint, adaptive and reversible solves of study 05. The control u is zero
 # throughout (the task gives it nothing to carry), so the source's control check is not repeated. The source's gradient
 # test (no norm below 1e-6 or above 100) could not fire on the high side because it computed the norms *after* clipping

@@ -48,15 +48,16 @@ def _step(out: Path, name: str, command: list[str], timeout: float, env: dict | 
 
 
 def estimates(root: Path, profile: str, names: list[str]) -> dict[str, float]:
-    """Each notebook's estimated seconds on a T4 at ``profile`` (odebook.book.passes), counted on this CPU."""
+    """Each notebook's estimated seconds on a T4 at ``profile`` (odebook.book.passes), its passes counted on this
+    machine's GPU where there is one (seconds; on 2 CPU cores the t4 profiles' take minutes each)."""
     from odebook.book import budget, passes
-    from odebook.training.runtime import Precision
+    from odebook.training.runtime import precision_for, resolve_device
 
-    cpu = Precision(torch.device("cpu"), None)
+    precision = precision_for(resolve_device("auto"))
     out = {}
     for name in names:
         params = studies.validate_file(name, root / "params" / profile / f"{name}.yaml")
-        out[name] = round(passes.seconds(*passes.gpu_work(budget.plan(params), cpu)), 1)
+        out[name] = round(passes.seconds(*passes.gpu_work(budget.plan(params), precision)), 1)
     return out
 
 

@@ -56,7 +56,7 @@ def _largest_step(study: str) -> tuple:
     NaN where torch cannot count them — and the step as ``training_step`` takes it)."""
     import torch
 
-    from odebook.book.budget import pass_flops
+    from odebook.book.passes import pass_flops
     from odebook.study.timing import training_step
     from odebook.training.runtime import Precision
 

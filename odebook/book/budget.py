@@ -195,7 +195,9 @@ def estimate(params: Params, precision: Precision) -> Budget:
     """Count every kind of pass of every run's work, probe the largest training step of each family, measure the
     largest training step's memory; add the start-up allowance. A training step torch cannot count is timed by its
     forward pass's FLOPs at the rate of its family's largest such step, probed itself."""
-    raw = passes.counted(plan(params), precision, train_only=False)
+    raw = passes.counted(plan(params), precision, train_only=False, kernels=False)
+    if sum(r.count * w.n * f for r, w, (f, _, _) in raw if not math.isnan(f)) >= TINY[0]:  # the T4 line shows
+        raw = passes.counted(plan(params), precision, train_only=False)  # and needs the kernels launched
     counted = [(runs, work, flops, scale) for runs, work, (flops, scale, _) in raw]
     ex = notebook.executor(params, Path())
     workers = ex.processes if isinstance(ex, Workers) else 1  # the runs' parts go side by side, each on one thread
@@ -255,7 +257,7 @@ def _peak(runs: Runs, work: Work, precision: Precision) -> tuple[int, str]:
 def memory(params: Params, precision: Precision) -> tuple[int, str]:
     """``estimate``'s peak memory alone (no timing): the training step of the most FLOPs in the study's plan (a step
     torch cannot count, by its forward pass's)."""
-    steps = passes.counted(plan(params), precision, train_only=True)
+    steps = passes.counted(plan(params), precision, train_only=True, kernels=False)
     return _peak(*max(steps, key=lambda c: c[2][1])[:2], precision)
 
 

@@ -9,26 +9,28 @@ on a GPU. So a pass costs
 
     FLOPs / (``FRACTION`` · the GPU's fp16 peak)  +  launches · ``LAUNCH``
 
-with its launches counted on the CPU (``Launches``: every aten op that runs a kernel — not views, allocations or
-reads of a scalar back to the host) and a training step's optimizer (clipping, fused AdamW) counted on the model's own
-parameters (``optimizer_launches``). ``LAUNCH`` is fitted to the training steps the book has measured on GPUs
-(tests/book/test_passes.py records them and holds each within 2×): it is mostly the host's cost per op, so a slower host
-(Colab's) makes the estimate low. ``FRACTION`` of the fp16 peak is what small models' matrix products are taken to
-reach — not measured: the recorded steps are launch-bound and cannot tell it. Launches counted on the CPU in fp32 miss
-the casts fp16 autocast adds on a GPU and count the CPU's GEMM as one op; the fit absorbs both.
+with its launches counted on the CPU (``Launches``: every innermost aten op torch's profiler records that runs a kernel
+— not views, allocations or reads of a scalar back to the host) and a training step's optimizer (clipping, fused AdamW)
+counted on the model's own parameters (``optimizer_launches``). ``LAUNCH`` is fitted to the training steps the book has
+measured on GPUs (tests/book/test_passes.py records them and holds each within 2×): it is mostly the host's cost per
+op, so a slower host (Colab's) makes the estimate low. ``FRACTION`` of the fp16 peak is what small models' matrix
+products are taken to reach — not measured: the recorded steps are launch-bound and cannot tell it. Launches counted on
+the CPU in fp32 miss the casts fp16 autocast adds on a GPU and count the CPU's GEMM as one op; the fit absorbs both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode  # private, as torch's own FlopCounterMode uses it
 
+from odebook.nn.torch_private import quiet_stderr
 from odebook.params.plan import Runs, Work
 from odebook.study.flops import count_flops
 from odebook.training.runtime import Precision
@@ -50,23 +52,39 @@ H200 = GPU("H200", 989e12, 141e9)
 FRACTION = 0.25
 # seconds per kernel launched: fitted to the measured GPU steps (tests/book/test_passes.py: the geometric mean of each
 # step's measured time less its arithmetic, over its launches)
-LAUNCH = 54e-6
+LAUNCH = 30e-6
 
-_NO_KERNEL = {torch.ops.aten.empty, torch.ops.aten.empty_strided, torch.ops.aten.empty_like, torch.ops.aten.detach,
-              torch.ops.aten.alias, torch.ops.aten.lift_fresh, torch.ops.aten._local_scalar_dense}
+_NO_KERNEL = {"empty", "empty_strided", "empty_like", "detach", "alias", "lift_fresh", "_local_scalar_dense"}
 
 
-class Launches(TorchDispatchMode):
-    """Counts the aten ops run inside it that would each launch a kernel on a GPU (``n``): not views, allocations,
-    or a scalar read back to the host (a wait, not a kernel)."""
+@functools.cache
+def _launches_a_kernel(name: str) -> bool:
+    """Whether aten op ``name`` runs a kernel: not a view of its input, an allocation or a scalar read back to the
+    host (a wait, not a kernel)."""
+    packet = getattr(torch.ops.aten, name, None)
+    views = packet is not None and any(getattr(packet, o).is_view for o in packet.overloads())
+    return not views and name not in _NO_KERNEL
 
-    def __init__(self) -> None:
-        super().__init__()
+
+class Launches:
+    """Counts the aten ops run inside it that would each launch a kernel on a GPU (``n``): the innermost aten ops
+    torch's profiler records (a composite op such as linear counts as the ops it runs; a CPU foreach op as one op per
+    tensor, where a GPU launches one kernel for many: the fit of ``LAUNCH`` absorbs it), less views, allocations and
+    reads of a scalar back to the host (``_launches_a_kernel``)."""
+
+    def __enter__(self) -> "Launches":
         self.n = 0
+        self._profile = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        with quiet_stderr():  # the profiler's trace lines at its start and stop ("USDT: … profiler_start")
+            self._profile.__enter__()
+        return self
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.n += not (func.is_view or func.overloadpacket in _NO_KERNEL)
-        return func(*args, **(kwargs or {}))
+    def __exit__(self, *exc) -> None:
+        with quiet_stderr():
+            self._profile.__exit__(*exc)
+        aten = [e for e in self._profile.events() if e.name.startswith("aten::")]
+        self.n = sum(1 for e in aten if not any(c.name.startswith("aten::") for c in e.cpu_children)
+                     and _launches_a_kernel(e.name.removeprefix("aten::")))
 
 
 def count_launches(fn: Callable[[], object]) -> int:
@@ -132,10 +150,12 @@ def pass_flops(model: nn.Module, work: Work, precision: Precision) -> float:
         return math.nan
 
 
-def counted(plan_: list[Runs], precision: Precision, train_only: bool) -> list[tuple[Runs, Work, tuple]]:
+def counted(plan_: list[Runs], precision: Precision, train_only: bool, kernels: bool = True
+            ) -> list[tuple[Runs, Work, tuple]]:
     """Each run's work with (its FLOPs, NaN where torch cannot count them; the FLOPs its time is scaled by: its own,
     or for such a training step its forward pass's; the kernels it would launch on a GPU, a training step's with its
-    optimizer's, and for such a step three times its forward pass's), each model and batch counted once."""
+    optimizer's, and for such a step three times its forward pass's — 0 unless ``kernels``: the profiler that counts
+    them costs more than the FLOP count), each model and batch counted once."""
     out, seen, optimizer = [], {}, {}
     for runs in plan_:
         model = None
@@ -143,14 +163,15 @@ def counted(plan_: list[Runs], precision: Precision, train_only: bool) -> list[t
             key = (id(runs.build), id(work.batch), id(work.loss), work.train)
             if key not in seen:
                 model = runs.build().to(precision.device) if model is None else model
-                with Launches() as launched:
+                counter = Launches() if kernels else contextlib.nullcontext(None)
+                with counter as launched:
                     flops = scale = pass_flops(model, work, precision)
-                launches = launched.n
+                launches = launched.n if kernels else 0
                 if math.isnan(flops):
-                    with Launches() as launched:
+                    with counter as launched:
                         scale = pass_flops(model, dataclasses.replace(work, train=False), precision)
-                    launches = 3 * launched.n
-                if work.train:
+                    launches = 3 * launched.n if kernels else 0
+                if work.train and kernels:
                     if id(runs.build) not in optimizer:
                         optimizer[id(runs.build)] = optimizer_launches(model)
                     launches += optimizer[id(runs.build)]

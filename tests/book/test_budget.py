@@ -95,7 +95,7 @@ def test_the_line_says_the_time_here_on_a_t4_and_whether_it_fits():
                       launches=300 / passes.LAUNCH)  # 5 min of arithmetic, 5 of launches
     assert b.t4_seconds == pytest.approx(600)
     line = b.line()
-    assert "≈ 4.0 h here" in line and "on a T4 ≈ 10 min (launch-bound: 5.56M kernel launches)" in line
+    assert "≈ 4.0 h here" in line and "on a T4 ≈ 10 min (launch-bound: 10.00M kernel launches)" in line
     assert "does NOT fit its 15 GB" in line
     assert "PROFILE=cpu" in line  # long here: how to choose the cpu profile
     own = dataclasses.replace(b, defaults=False).line()  # a profile of one's own (a copy of cpu, say): no advice

@@ -20,7 +20,7 @@ GPUS = {"H100": passes.H100, "H200": passes.H200}
 # the solver and steps of its ODE block, or None for the baseline transformer) and shapes (6 layers, d 256, 4 heads,
 # GPT-2's vocabulary). Study 01's t4 report at 5b64201 (an NVIDIA H100, seq 64, batch 32; its host a Xeon, family 6
 # model 207) and study 05's at 60730b4 (an NVIDIA H200, seq 128, batch 32). passes.LAUNCH is the geometric mean of
-# each one's (measured − arithmetic) / launches, as this test prints them: 59, 45, 84, 44 and 47 µs.
+# each one's (measured − arithmetic) / launches, as this test prints them: 31, 25, 44, 25 and 26 µs.
 RECORDED = (
     ("H100", "baseline", None, 0, 64, 32, 0.01542),
     ("H100", "euler × 4", "euler", 4, 64, 32, 0.02395),
@@ -38,10 +38,11 @@ def test_the_counter_counts_kernels_not_views_allocations_or_reads_back():
     assert passes.count_launches(lambda: linear(x)) == 1  # one addmm (the transpose of the weight is a view)
 
 
-def test_the_optimizer_launches_a_few_kernels_whatever_the_number_of_tensors():
-    """Clipping runs foreach kernels and AdamW a fused one on a GPU: a dozen launches for 2 or 40 tensors alike."""
+def test_the_optimizer_is_counted_at_its_second_step_and_leaves_no_gradient():
+    """Clipping and a fused AdamW step: counted after the step that allocates the optimizer's state (zeros_like for
+    its moments is no GPU step's work), more for more tensors (the CPU's foreach ops run one op per tensor)."""
     small, large = nn.Linear(4, 4), nn.Sequential(*(nn.Linear(4, 4) for _ in range(20)))
-    assert passes.optimizer_launches(small) == passes.optimizer_launches(large) <= 20
+    assert 0 < passes.optimizer_launches(small) < passes.optimizer_launches(large)
     assert all(p.grad is None for p in large.parameters())  # the count leaves no gradient behind
 
 

@@ -28,7 +28,7 @@ in the profile's outputs folder (``CALIBRATION``), and scales the next estimate 
 (``calibrated``); the line says how many runs calibrated it, or that none has yet on this processor.
 
 The T4: each pass's FLOPs and the kernels it launches, counted here at the profile's shapes, at a T4's rate and
-cost per launch (odebook.book.gpu_time: small models are bound by launches on a GPU, not by arithmetic); the line says
+cost per launch (odebook.book.passes: small models are bound by launches on a GPU, not by arithmetic); the line says
 which bound.
 """
 
@@ -96,7 +96,7 @@ class Budget:
     factor: float = 1.0  # measured over estimated time of this study's earlier runs on this processor (``calibrated``)
     calibrations: int = 0  # how many runs the factor comes from
     implausible: int = 0  # recorded ratios left out as no calibration (odebook.book.calibration.PLAUSIBLE)
-    launches: float = 0.0  # kernels every pass would launch on a GPU (odebook.book.gpu_time)
+    launches: float = 0.0  # kernels every pass would launch on a GPU (odebook.book.passes)
 
     def seeds_within(self, seconds: float) -> int:
         """How many seeds the study can run within ``seconds`` here, its other parts as they are."""

@@ -95,7 +95,7 @@ def publish(root: Path, profile: str) -> Path:
         shutil.copytree(folder, dst / folder.name, ignore=shutil.ignore_patterns(*LEFT_OUT))
     shutil.copy2(src / "index.html", dst / "index.html")
     # the book's own paths, and those of the checkout each run ran in where that was another (a worktree)
-    roots = {str(root.resolve()), *(r for report in _reports(dst) for r in _run_root(report / "manifest.json"))}
+    roots = {str(root.resolve()), *(r for report in _reports(dst) for r in _run_root(report))}
     mirrors = {m: os.path.relpath(m, root.resolve()) for report in _reports(dst)  # data read from outside the book
                if os.path.isabs(m := str(_manifest(report).get("data", "")))}
     for path in dst.rglob("*"):
@@ -123,10 +123,10 @@ def _manifest(report: Path) -> dict:
     return record if isinstance(record, dict) else {}
 
 
-def _run_root(manifest: Path) -> list[str]:
+def _run_root(report: Path) -> list[str]:
     """The checkout a report ran in (its manifest's parameter file is <root>/params/<profile>/<notebook>.yaml)."""
     try:
-        return [str(Path(_manifest(manifest.parent)["parameter_file"]).parents[2])]
+        return [str(Path(_manifest(report)["parameter_file"]).parents[2])]
     except (KeyError, TypeError, IndexError):
         return []
 

@@ -45,11 +45,14 @@
 #
 # **Claims** (declared below, before the runs; test loss at the answers in nats, paired across seeds — the arms of a
 # seed share its batch stream). **Learned gates**, seed by seed: the baseline answers above the shortcut (the
-# context's most frequent value) by more than 0.5 in every seed, and every arm finished learning — its validation
-# loss fell by less than `margin` over the last quarter of its steps — so that no answer is set by an arm that
-# stopped mid-transition. A *calibration gate*: removing the replaced layers costs more than `margin` (one-sided
+# context's most frequent value) by more than 0.5 in every seed, and every arm finished learning — its best
+# validation loss improved by less than `margin` over the last quarter of its steps (best, not last: a solved task's
+# loss jitters by a few hundredths between evaluations) — so that no answer is set by an arm that stopped
+# mid-transition. A *calibration gate*: removing the replaced layers costs more than `margin` (one-sided
 # t-test at `alpha`, outside every family). Resting on all of them, two primaries: the hybrid is **non-inferior** to
-# the baseline at `margin`, and the hybrid **beats the null arm**. Each primary has its **negative control**: the
+# the baseline at `margin`, and the hybrid **beats the null arm by more than `margin`** — more than a hair: any arm
+# that adds trainable width to the null arm beats it by a little, which says nothing about the replaced layer's work
+# (the da19829 report's primary asked only for "below the null arm"). Each primary has its **negative control**: the
 # same test on the trained *tokenwise* arm, which differs from the hybrid only in the attention of its flow and must
 # come out "not held" — if it held, the test could not see whether the flow does the replaced layer's work. (This
 # study's earlier control, the hybrid with its flow switched off at test, was numerically the claim itself once the
@@ -94,8 +97,8 @@
 # later, which is why the book tests the source's question on 2 layers, not 6. A first run of the earlier design (α 0.1,
 # 1,000 steps; seeds 0–4, cap 5) was its pilot for the seeds: the gate held (null − baseline +1.02 [0.48, 1.56] nats),
 # "hybrid non-inferior" came out not held, and "hybrid beats null" needed ≈ 11 seeds (hybrid − null −0.025 [−0.090,
-# 0.039], seed SD 0.05, `design_sd`); so the cpu profile runs looks at 3, 6 and 9 seeds up to 12, on seeds from 100,
-# apart from the pilot's.
+# 0.039], seed SD 0.05); the t4 design runs looks at 3, 6 and 9 seeds up to 12, on seeds from 100, apart from the
+# pilots'; the cpu profile runs 3 seeds, one analysis (below).
 #
 # **The pilot that chose α's initial value and the steps** (this table's last rows; an Intel Xeon @ 2.50 GHz, 2 cores,
 # November 2026; seeds 0–3, lr 1e-3, 2,000 steps). That design's cpu report (commit da19829) ended with the flow's α
@@ -111,8 +114,17 @@
 # 0.57–0.58: a partial solution that seed's batches lead every two-layer arm to. So the book's design (this cell, the
 # t4 values) starts the flow at α 1.0 (the source's 0.1 stays as an arm, `hybrid_source`, described beside the
 # claims) and trains 2,000 steps; the learned gates say, seed by seed, which arms finished and whether the baseline
-# solved the task. The cpu profile keeps the earlier α 0.1 and 1,000 steps, which its committed report ran, until that
-# report is re-made on this design (params/cpu/01_gradient_flow.yaml says why).
+# solved the task.
+#
+# **The pilot that chose the learning-rate grid** (`benchmarks/pilot_01.py`, the same Xeon; the baseline alone, seeds
+# 0–7, 2,000 steps; its rows are in the pilot file, not this table). At 5e-4 the baseline solves the task in 8 of 8
+# seeds (test loss ≤ 0.007, the drop between steps 750 and 1,250), at 1e-3 in 6 of 8 (seeds 1 and 6 stall at accuracy
+# 0.56–0.57), at 2e-3 in 3 of 8. The earlier grid {1e-3, 3e-3, 1e-2} started where a third of the seeds stall, which
+# is how 4 of the 9 baselines of the da19829 report had not learned. So the grid is {2.5e-4, 5e-4, 1e-3} at cpu and
+# {5e-4, 1e-3, 2e-3} at t4 (its width 256), each arm choosing on one tuning seed and the bracketing rule extending an
+# edge choice. **The cpu profile's scale**: 2,000 steps, one tuning seed and 3 confirmatory seeds with one analysis,
+# ≈ 50 minutes of both cores on the Xeon — past the book's 20-minute cpu budget, which no design that lets the flow
+# start fits (at 1,000 steps and α 0.1 it never did); 3 seeds decide only large effects.
 #
 # **Departures from the source.** The flow's α starts at 1.0, not the source's 0.1, in the book's design (the pilot
 # above; the source's initialisation is trained beside it as `hybrid_source`). The source's depth (6 layers, 2 replaced)
@@ -321,8 +333,8 @@ notebook.save_figure(plots.spectrum(dyn), out, "dynamics")
 # - *The calibration gate*: removing the replaced layers costs more than `margin`.
 # - *Hybrid non-inferior to the baseline*: held when "worse by `margin` or more" is rejected; not held when "worse
 #   by less" is.
-# - *Hybrid beats the null arm*: held when its test loss lies below the null arm's; not held when an advantage as
-#   large as `margin` is ruled out.
+# - *Hybrid beats the null arm by more than `margin`*: held when its test loss lies below the null arm's by more than
+#   `margin`; not held when an advantage that large is ruled out.
 # - *Negative controls*: each primary's test on the tokenwise arm (the flow without attention); each must come out
 #   not held.
 

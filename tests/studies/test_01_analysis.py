@@ -15,7 +15,8 @@ calibrated = studies.load("01_gradient_flow").analysis
 NOISE = np.array([0.004, -0.003, 0.001, -0.002, 0.0, 0.003])
 BASE = 2.0 + np.array([0.01, -0.02, 0.0, 0.015, -0.01, 0.005])
 SHORTCUT = 0.375
-NI, BEATS = "hybrid non-inferior to the baseline", "hybrid beats the null arm (it does the replaced layers' work)"
+NI = "hybrid non-inferior to the baseline"
+BEATS = "hybrid beats the null arm by more than the margin (it does the replaced layers' work)"
 
 
 def _runs(losses, accuracy=None, fall=None):
@@ -33,7 +34,7 @@ def _settled(null_gap, hybrid_gap, margin=0.05, *, control=None, **learned):
     losses = {"baseline": BASE, "null": BASE + null_gap + NOISE, "hybrid": BASE + hybrid_gap - NOISE[::-1],
               "shared": BASE + null_gap / 2 + NOISE}
     if control is not None:
-        losses["tokenwise"] = BASE + control + NOISE
+        losses["tokenwise"] = BASE + control + NOISE[::-1]
     claims = calibrated.calibrated_claims(margin, others={"shared": "the weight-shared block"},
                                           control="tokenwise" if control is not None else "")
     settled = settle(claims, calibrated.seed_differences(claims, _runs(losses, **learned), shortcut=SHORTCUT,
@@ -79,9 +80,13 @@ def test_each_primary_has_a_negative_control_on_a_trained_arm_without_the_flows_
     out = _settled(null_gap=0.3, hybrid_gap=0.0, control=0.3)  # the token-wise flow does the null arm's work only
     controls = outcomes(out, "negative control:")
     assert controls == {"negative control: the tokenwise arm non-inferior to the baseline": "not held",
-                        "negative control: the tokenwise arm beats the null arm": "not held"}
+                        "negative control: the tokenwise arm beats the null arm by more than the margin": "not held"}
     assert outcomes(out)[NI] == outcomes(out)[BEATS] == "held"
     assert all("learned: the tokenwise arm finished learning" in out[name].claim.rests_on[-1] for name in controls)
+    # a token-wise flow a hair better than the null arm in every seed (its extra MLP) does not make "beats the null"
+    # hold: the claim asks for more than the margin, which an arm that cannot move information between tokens lacks
+    hair = outcomes(_settled(null_gap=0.3, hybrid_gap=0.0, control=0.28), "negative control:")
+    assert hair["negative control: the tokenwise arm beats the null arm by more than the margin"] == "not held"
     # a control that learned the task the way the hybrid did holds: the test is blind to the flow's attention
     blind = outcomes(_settled(null_gap=0.3, hybrid_gap=0.0, control=0.0), "negative control:")
     assert blind["negative control: the tokenwise arm non-inferior to the baseline"] == "held"
@@ -122,9 +127,15 @@ def test_comparisons_leave_out_the_learned_gates_and_differences_follow_the_decl
         calibrated.calibrated_claims(0.0)
 
 
-def test_unfinished_is_the_fall_over_the_last_quarter_and_alphas_are_read_per_step_in_seed_order():
-    h = History(eval_step=[250, 500, 750, 1000], eval_loss=[1.2, 1.1, 0.9, 0.4])
-    assert calibrated.unfinished(Run("baseline", 0, 0, h, 0.0, None, 0, float("nan"), None)) == pytest.approx(0.5)
+def test_unfinished_is_the_fall_of_the_best_loss_over_the_last_quarter_and_alphas_are_read_per_step_in_seed_order():
+    def fall(losses):
+        h = History(eval_step=[250 * (i + 1) for i in range(len(losses))], eval_loss=losses)
+        return calibrated.unfinished(Run("baseline", 0, 0, h, 0.0, None, 0, float("nan"), None))
+
+    assert fall([1.2, 1.1, 0.9, 0.4]) == pytest.approx(0.5)  # still learning
+    # solved by step 500, then jittering by a few hundredths (the cpu pilot's baselines): finished, although its
+    # last-but-two evaluation lies 0.06 above its last
+    assert fall([1.3, 0.0, 0.01, 0.0, 0.02, 0.0, 0.07, 0.01]) == pytest.approx(-0.01)
     runs = [Run("hybrid", s, 0, History(scalars={"blocks.1.field.alpha": [0.1 + s, 0.2 + s]}), 0.0, None, 0,
                 float("nan"), None) for s in (1, 0)]
     assert calibrated.alpha_trajectories(runs) == {0: [0.1, 0.2], 1: [1.1, 1.2]}
@@ -137,9 +148,10 @@ def test_the_design_simulates_each_primary_at_the_margins_cases_and_is_empty_wit
     ni = next(c for c in claims if c.name == NI)
     at_margin = operating(ni, [3, 6], mean=0.05, sd=0.04, alpha=0.025)
     assert list(table.index) == ["non-inferior, hybrid = baseline", "non-inferior, worse by the margin",
-                                 "beats null, by the margin"]
+                                 "beats null, by twice the margin"]
     assert table.loc["non-inferior, worse by the margin", "P(held)"] == at_margin.efficacy <= 0.025 + 0.01
-    assert table.loc["beats null, by the margin", "P(held)"] > table.loc["non-inferior, worse by the margin", "P(held)"]
+    assert table.loc["beats null, by twice the margin", "P(held)"] > table.loc["non-inferior, worse by the margin",
+                                                                               "P(held)"]
 
 
 def test_gradient_ratios_are_geometric_means_over_seeds():

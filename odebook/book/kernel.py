@@ -9,7 +9,10 @@ the book had failed; in the log it is one more line of a run that was interrupte
 
 ``progress`` shows what the kernel's training loops report (odebook.training.train, ``PROGRESS_ENV``), in the kernel or
 in its worker processes: on a terminal, the latest report after the notebook's console line, rewritten every few
-seconds; in a log (``ODEBOOK_PROGRESS=1``), each new report on a line of its own; elsewhere (CI) nothing.
+seconds; in a log (``ODEBOOK_PROGRESS=1``), each new report on a line of its own; elsewhere (CI) nothing. In a kernel
+no runner follows (JupyterLab, Colab, papermill by hand) the training loop's own bars show what runs in the kernel,
+but not what runs in workers or jobs: there ``show_in_cell`` has them report to a file, and a few lines under the
+running cell show each run in progress.
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ from odebook.params.cell import cell_groups
 from odebook.training.runtime import ALLOCATOR_ENV
 from odebook.training.train import PROGRESS_ENV
 
-__all__ = ["KERNEL_NAME", "LOG_ENV", "SHOW_ENV", "for_this_python", "log_to", "settled", "progress",
-           "KnownSettingsPassed"]
+__all__ = ["KERNEL_NAME", "LOG_ENV", "SHOW_ENV", "for_this_python", "log_to", "settled", "progress", "show_in_cell",
+           "running", "KnownSettingsPassed"]
 
 KERNEL_NAME = "odebook-runner"
 LOG_ENV = "ODEBOOK_KERNEL_LOG"  # where a kernel started now appends its stderr
@@ -124,6 +127,61 @@ def _last_line(path: Path) -> str:
     except OSError:
         return ""
     return lines[-1].strip() if lines else ""
+
+
+_SHOWN: list[threading.Event] = []  # the follower of the cell that called ``show_in_cell`` last
+
+
+def show_in_cell(folder: Path, every: float = 5.0) -> bool:
+    """Where a notebook runs in a kernel that no runner follows, its runs in workers or jobs report their progress to
+    ``folder``/progress.log (odebook.training.train: the processes they start inherit the setting), and a display
+    under the cell that called this shows ``running``'s lines every ``every`` seconds, until the next call. Nothing
+    under the runner (it shows the same reports on the console: ``progress``) or outside a kernel. Whether it shows."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        return False
+    shell = get_ipython()
+    runner = os.environ.get(PROGRESS_ENV, "").strip() and not _SHOWN  # set, and not by an earlier call here
+    if shell is None or getattr(shell, "kernel", None) is None or runner:
+        return False
+    for stop in _SHOWN:
+        stop.set()
+    path, stop = folder / "progress.log", threading.Event()
+    path.unlink(missing_ok=True)
+    os.environ[PROGRESS_ENV], _SHOWN[:] = str(path), [stop]
+    handle = display({"text/plain": "waiting for the first report of a run …"}, raw=True, display_id=True)
+
+    def follow() -> None:
+        shown = ""
+        while not stop.wait(every):
+            lines = "\n".join(running(path))
+            if lines and lines != shown:
+                handle.update({"text/plain": lines}, raw=True)
+                shown = lines
+    threading.Thread(target=follow, daemon=True).start()
+    return True
+
+
+def running(path: Path, width: int = 24) -> list[str]:
+    """The runs of ``path``'s reports (odebook.training.train) not yet at their last step, each its latest report
+    behind a bar of ``width`` characters, then how many have finished."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 16384))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return []
+    latest = {}
+    for line in lines:
+        desc, sep, rest = line.rpartition(": step ")
+        done, slash, steps = rest.partition(",")[0].partition("/")
+        if sep and slash and done.isdigit() and steps.isdigit():
+            latest[desc] = (int(done), int(steps), line)
+    out = [f"{'█' * round(width * d / max(n, 1)):·<{width}} {line}" for d, n, line in latest.values() if d < n]
+    finished = sum(d >= n for d, n, _ in latest.values())
+    return out + [f"{finished} run{'s' * (finished != 1)} finished"] * bool(finished)
 
 
 class KnownSettingsPassed(logging.Filter):

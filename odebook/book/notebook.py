@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from odebook.book.index import FIGURE_ORDER, saved_figures
+from odebook.book.kernel import show_in_cell
 from odebook.book.profile import apply_profile
 from odebook.params import Params, injected_names
 from odebook.params.papermill_cli import check_papermill_files
@@ -96,9 +97,12 @@ def batch_shape(params: Params) -> dict[str, int]:
 
 def run_options(params: Params, out: Path, log: str = "runs") -> dict[str, Any]:
     """The keyword arguments of ``experiment.run_seeds`` (and ``tune_then_run``) that the machine's settings fix: its
-    TensorBoard folder, checkpointing and executor. The seeds are the study's (``params.seed_plan``)."""
-    return {"log_dir": tensorboard_dir(out, params, log), **checkpointing(params, out),
-            "executor": executor(params, out)}
+    TensorBoard folder, checkpointing and executor. The seeds are the study's (``params.seed_plan``). Where the runs
+    leave this kernel (workers, jobs), their progress shows under the cell (odebook.book.kernel.show_in_cell)."""
+    ex = executor(params, out)
+    if not isinstance(ex, Local):
+        show_in_cell(out)
+    return {"log_dir": tensorboard_dir(out, params, log), **checkpointing(params, out), "executor": ex}
 
 
 # ``auto`` runs a study's runs side by side only where each trains at least this many steps. Measured on a 2-core Zen 4

@@ -36,7 +36,8 @@ from odebook.study.flops import count_flops
 from odebook.training.runtime import Precision
 
 __all__ = ["GPU", "T4", "H100", "H200", "FRACTION", "LAUNCH", "Launches", "count_launches",
-           "optimizer_launches", "seconds", "bound", "on", "one_pass", "pass_flops", "counted", "launches", "gpu_work"]
+           "optimizer_launches", "seconds", "bound", "on", "one_pass", "pass_flops", "counted", "signature", "launches",
+           "gpu_work"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,12 +156,17 @@ def counted(plan_: list[Runs], precision: Precision, train_only: bool, kernels: 
     """Each run's work with (its FLOPs, NaN where torch cannot count them; the FLOPs its time is scaled by: its own,
     or for such a training step its forward pass's; the kernels it would launch on a GPU, a training step's with its
     optimizer's, and for such a step three times its forward pass's — 0 unless ``kernels``: the profiler that counts
-    them costs more than the FLOP count), each model and batch counted once."""
-    out, seen, optimizer = [], {}, {}
+    them costs more than the FLOP count), each kind of pass counted once: by its model's ``signature``, its batch's
+    shapes, its loss and whether it trains (a plan builds each run's model and batches afresh, often the same)."""
+    out, seen, optimizer, signatures = [], {}, {}, {}
     for runs in plan_:
         model = None
         for work in (w for w in runs.work if w.train or not train_only):
-            key = (id(runs.build), id(work.batch), id(work.loss), work.train)
+            if id(runs.build) not in signatures:
+                model = runs.build().to(precision.device)
+                signatures[id(runs.build)] = signature(model)
+            kind = signatures[id(runs.build)]
+            key = (kind, signature(work.batch()), id(work.loss), work.train)
             if key not in seen:
                 model = runs.build().to(precision.device) if model is None else model
                 counter = Launches() if kernels else contextlib.nullcontext(None)
@@ -172,12 +178,33 @@ def counted(plan_: list[Runs], precision: Precision, train_only: bool, kernels: 
                         scale = pass_flops(model, dataclasses.replace(work, train=False), precision)
                     launches = 3 * launched.n if kernels else 0
                 if work.train and kernels:
-                    if id(runs.build) not in optimizer:
-                        optimizer[id(runs.build)] = optimizer_launches(model)
-                    launches += optimizer[id(runs.build)]
+                    if kind not in optimizer:
+                        optimizer[kind] = optimizer_launches(model)
+                    launches += optimizer[kind]
                 seen[key] = flops, scale, launches
             out.append((runs, work, seen[key]))
     return out
+
+
+def signature(thing: Any) -> tuple:
+    """What decides the work of a pass, not its values: of a model, each module's type and plain settings (its public
+    attributes that are not tensors: widths, solver and steps, windows) and every parameter's and buffer's shape; of a
+    batch, its tensors' shapes and types."""
+    if isinstance(thing, torch.Tensor):
+        return tuple(thing.shape), str(thing.dtype)
+    if isinstance(thing, (tuple, list)):
+        return tuple(signature(t) for t in thing)
+    if not isinstance(thing, nn.Module):
+        return (type(thing).__qualname__,)
+
+    def setting(v: Any) -> str:
+        return repr(v) if isinstance(v, (int, float, str, bool, type(None), tuple)) else (
+            getattr(v, "__qualname__", None) or type(v).__qualname__)
+    modules = tuple((name, type(m).__qualname__, tuple(sorted(
+        (k, setting(v)) for k, v in vars(m).items() if not k.startswith("_") and k != "training"
+        and not isinstance(v, torch.Tensor)))) for name, m in thing.named_modules())
+    return modules, tuple((n, tuple(t.shape), str(t.dtype)) for n, t in (*thing.named_parameters(),
+                                                                      *thing.named_buffers()))
 
 
 def gpu_work(plan: list[Runs], precision: Precision) -> tuple[float, float]:

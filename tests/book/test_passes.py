@@ -76,3 +76,35 @@ def test_each_recorded_gpu_step_is_estimated_within_two_times(record):
     print(f"{record[:2]}: {launches} launches, measured {measured * 1e3:.1f} ms, estimated {estimated * 1e3:.1f} ms; "
           f"{(measured - flops / (passes.FRACTION * GPUS[gpu].flops)) / launches * 1e6:.0f} µs a launch")
     assert abs(math.log(estimated / measured)) < math.log(2)
+
+
+def test_each_kind_of_pass_is_counted_once_however_often_a_plan_builds_its_model_and_batches():
+    """A plan builds each run's model and batches afresh (an lr grid's runs, a seed's): counted by what decides the
+    work — the model's modules, settings and shapes, the batch's shapes — the same pass is counted once, and a model
+    that differs only in a setting (an ODE solver's steps) is counted apart."""
+    from odebook.models.arms import HybridConfig
+    from odebook.params.plan import Runs, Work
+    from odebook.training.runtime import Precision
+
+    cfg = HybridConfig(vocab_size=32, d_model=16, n_layer=2, n_head=2, max_seq_len=8, ode_layers=(1,),
+                       solver="euler", steps=2, sensitivity="direct", rtol=1e-3, atol=1e-4, control_dim=2,
+                       alpha_init=1.0)
+    built = []
+
+    def builder(c):
+        def build():
+            built.append(c.steps)
+            return c.hybrid()
+        return build
+
+    def work():  # a new batch callable each time, of the same shapes
+        return (Work(3, lambda: (torch.randint(0, 32, (2, 8)), torch.randint(0, 32, (2, 8)))),)
+
+    plan = [Runs("hybrid", builder(cfg), 4, work(), part="lr grid"), Runs("hybrid", builder(cfg), 2, work()),
+            Runs("hybrid", builder(cfg.replace(steps=4)), 2, work())]
+    precision = Precision(torch.device("cpu"), None)
+    raw = passes.counted(plan, precision, train_only=True, kernels=False)
+    assert raw[0][2] == raw[1][2] and raw[2][2][0] > raw[0][2][0]  # 4 steps: more FLOPs than 2
+    assert built == [2, 2, 4]  # each model built once, for its signature; counted on that model where new
+    assert passes.signature(cfg.hybrid()) != passes.signature(cfg.replace(steps=4).hybrid())
+    assert passes.signature(cfg.hybrid()) == passes.signature(cfg.replace(alpha_init=0.1).hybrid())  # values: same

@@ -22,8 +22,8 @@ class GradientFlowParams(ODEHybridParams):
     Defaults are the t4 profile: the source's width and block, 2 layers with layer 1 replaced (the notebook says
     why)."""
 
-    defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 12, "looks": [3, 6, 9], "n_layer": 2, "ode_layers": [1],
-                                             "alpha_init": 1.0}
+    defaults: ClassVar[Mapping[str, Any]] = {"n_seeds": 12, "looks": [3, 6, 9], "tuning_seeds": 2, "n_layer": 2,
+                                             "ode_layers": [1], "alpha_init": 1.0}
     groups: ClassVar = {"architecture": ("solver", "ode_steps"),
                         "recall_task": ("mqar_keys", "mqar_pairs", "task_steps", "task_batch_size", "lr_grid",
                                         "lr_extensions")}

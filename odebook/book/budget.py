@@ -12,6 +12,11 @@ generation, tables and figures, which are not probed — the most of a smoke run
 (``start_up``: it scales with the machine as a kernel's start does), divided by the share of a core this process gets
 now.
 
+A plan of tiny models (a smoke run: under ``TINY`` FLOPs by the rule of 6 per parameter and token, counted before
+anything runs) is neither counted nor probed — at that scale a FLOP count and a probe of the training loop take about
+as long as the runs — but each kind of pass is timed once as it is (odebook.book.passes.timed: its forward, backward
+and optimizer step), which is what a step of a tiny model costs.
+
 The memory: the largest training step (odebook.study.measure.peak_memory: activations, gradients and temporaries, in
 fp32 on the CPU) plus its model's weights and Adam's two moments (12 bytes a parameter). fp16 autocast on a T4 keeps
 the weights and their state in fp32 and halves most activations: the fp32 figure bounds the T4's.
@@ -194,17 +199,33 @@ def _seconds(build: Callable[[], nn.Module], work: Work, precision: Precision) -
 def estimate(params: Params, precision: Precision) -> Budget:
     """Count every kind of pass of every run's work, probe the largest training step of each family, measure the
     largest training step's memory; add the start-up allowance. A training step torch cannot count is timed by its
-    forward pass's FLOPs at the rate of its family's largest such step, probed itself."""
-    raw = passes.counted(plan(params), precision, train_only=False, kernels=False)
-    if sum(r.count * w.n * f for r, w, (f, _, _) in raw if not math.isnan(f)) >= TINY[0]:  # the T4 line shows
-        raw = passes.counted(plan(params), precision, train_only=False)  # and needs the kernels launched
-    counted = [(runs, work, flops, scale) for runs, work, (flops, scale, _) in raw]
+    forward pass's FLOPs at the rate of its family's largest such step, probed itself. A plan of tiny models (under
+    ``TINY`` by passes.rough_flops: a smoke run) is timed pass by pass instead (passes.timed), neither counted nor
+    probed: at that scale a count or a probe of the training loop takes about as long as the runs."""
+    plan_ = plan(params)
     ex = notebook.executor(params, Path())
     workers = ex.processes if isinstance(ex, Workers) else 1  # the runs' parts go side by side, each on one thread
-    rates = {None: _rates(counted, precision, None)}  # on this process's threads; side by side, on one as well
-    if workers > 1:
-        rates[1] = _rates(counted, precision, 1)
-    every, setup = [r for r in {id(r): r for r, *_ in counted}.values() if r.setup], {}
+    if passes.rough_flops(plan_, stop=TINY[0]) < TINY[0]:
+        timed = passes.timed(plan_, precision)
+        each = [(runs, work, seconds, 0.0) for runs, work, seconds in timed]
+        total_flops, launches = passes.rough_flops(plan_), 0.0
+        largest = max((c for c in timed if c[1].train), key=lambda c: c[2])
+    else:
+        raw = passes.counted(plan_, precision, train_only=False, kernels=False)
+        if sum(r.count * w.n * f for r, w, (f, _, _) in raw if not math.isnan(f)) >= TINY[0]:  # the T4 line shows
+            raw = passes.counted(plan_, precision, train_only=False)  # and needs the kernels launched
+        counted = [(runs, work, flops, scale) for runs, work, (flops, scale, _) in raw]
+        rates = {None: _rates(counted, precision, None)}  # on this process's threads; side by side, on one as well
+        if workers > 1:
+            rates[1] = _rates(counted, precision, 1)
+        each = []
+        for runs, work, flops, scale in counted:
+            rate, typical = rates[1 if workers > 1 and runs.part in EXECUTED else None]
+            one = scale / rate.get((runs.family, not math.isnan(flops)), typical)  # a pass's seconds on its threads
+            each.append((runs, work, one, flops if not math.isnan(flops) else one * typical))  # at the typical rate
+        total_flops, launches = sum(r.count * w.n * f for r, w, _, f in each), passes.launches(raw)
+        largest = max(((r, w, m) for r, w, f, m in counted if w.train), key=lambda c: c[2])
+    every, setup = [r for r in {id(r): r for r, *_ in each}.values() if r.setup], {}
     for runs in every:  # seconds a run spends before its first step
         if id(runs.build) not in setup:
             setup[id(runs.build)] = _setup(runs, precision) / (workers if runs.part in EXECUTED else 1)
@@ -213,20 +234,15 @@ def estimate(params: Params, precision: Precision) -> Budget:
                                  "building models": sum(r.count * setup[id(r.build)] for r in every)})
     if workers > 1:
         parts["starting the workers"] = start_up() / share
-    total_flops = 0.0
     seed_seconds = sum(setup[id(r.build)] for r in every if r.per_seed)
-    for runs, work, flops, scale in counted:
-        side = workers > 1 and runs.part in EXECUTED
-        rate, typical = rates[1 if side else None]
-        one = scale / rate.get((runs.family, not math.isnan(flops)), typical)  # a pass's seconds on its threads
-        total_flops += runs.count * work.n * (flops if not math.isnan(flops) else one * typical)  # at the typical rate
-        one /= workers if side else 1  # side by side: the workers share the passes
+    for runs, work, one, _ in each:
+        one /= workers if workers > 1 and runs.part in EXECUTED else 1  # side by side: the workers share the passes
         parts[f"{runs.part}: {'training' if work.train else 'evaluation'}"] += runs.count * work.n * one
         seed_seconds += work.n * one if runs.per_seed else 0.0
-    peak, largest = _peak(*max(((r, w, m) for r, w, f, m in counted if w.train), key=lambda c: c[2])[:2], precision)
-    return Budget(params.study, sum(parts.values()), total_flops, peak, largest, precision.device.type, share,
+    peak, name = _peak(*largest[:2], precision)
+    return Budget(params.study, sum(parts.values()), total_flops, peak, name, precision.device.type, share,
                   tuple(parts.most_common()), seed_seconds, params.n_seeds,
-                  defaults=arithmetic(params) == arithmetic(type(params)()), launches=passes.launches(raw))
+                  defaults=arithmetic(params) == arithmetic(type(params)()), launches=launches)
 
 
 def _rates(counted: list, precision: Precision, threads: int | None) -> tuple[dict, float]:

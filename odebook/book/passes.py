@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,8 +37,8 @@ from odebook.study.flops import count_flops
 from odebook.training.runtime import Precision
 
 __all__ = ["GPU", "T4", "H100", "H200", "FRACTION", "LAUNCH", "Launches", "count_launches",
-           "optimizer_launches", "seconds", "bound", "on", "one_pass", "pass_flops", "counted", "signature", "launches",
-           "gpu_work"]
+           "optimizer_launches", "seconds", "bound", "on", "one_pass", "pass_flops", "each_kind", "counted", "timed",
+           "rough_flops", "signature", "launches", "gpu_work"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,10 +96,9 @@ def count_launches(fn: Callable[[], object]) -> int:
     return counter.n
 
 
-def optimizer_launches(model: nn.Module) -> int:
-    """Kernels a training step launches after its backward (odebook.training.train): clipping the gradients'
-    norm and a fused AdamW step on ``model``'s parameters, counted at the second step (the first allocates the
-    optimizer's state)."""
+def _optimizer_step(model: nn.Module) -> Callable[[], None]:
+    """What a training step does after its backward (odebook.training.train) on ``model``'s parameters: clip the
+    gradients' norm and take a fused AdamW step (on gradients of zeros), its state allocated by a first step."""
     params = [p for p in model.parameters() if p.requires_grad]
     grads = [torch.zeros_like(p) for p in params]
     optimizer = torch.optim.AdamW(params, lr=0.0, fused=True)
@@ -110,9 +110,14 @@ def optimizer_launches(model: nn.Module) -> int:
         optimizer.step()
 
     step()
-    n = count_launches(step)
-    for p in params:
-        p.grad = None
+    return step
+
+
+def optimizer_launches(model: nn.Module) -> int:
+    """Kernels a training step launches after its backward: clipping and the fused AdamW step (``_optimizer_step``),
+    counted at the second step (the first allocates the optimizer's state)."""
+    n = count_launches(_optimizer_step(model))
+    model.zero_grad(set_to_none=True)
     return n
 
 
@@ -151,39 +156,89 @@ def pass_flops(model: nn.Module, work: Work, precision: Precision) -> float:
         return math.nan
 
 
-def counted(plan_: list[Runs], precision: Precision, train_only: bool, kernels: bool = True
-            ) -> list[tuple[Runs, Work, tuple]]:
-    """Each run's work with (its FLOPs, NaN where torch cannot count them; the FLOPs its time is scaled by: its own,
-    or for such a training step its forward pass's; the kernels it would launch on a GPU, a training step's with its
-    optimizer's, and for such a step three times its forward pass's — 0 unless ``kernels``: the profiler that counts
-    them costs more than the FLOP count), each kind of pass counted once: by its model's ``signature``, its batch's
-    shapes, its loss and whether it trains (a plan builds each run's model and batches afresh, often the same)."""
-    out, seen, optimizer, signatures = [], {}, {}, {}
+def each_kind(plan_: list[Runs], precision: Precision, train_only: bool,
+              measure: Callable[[nn.Module, Work], Any]) -> list[tuple[Runs, Work, Any]]:
+    """Each run's work with ``measure(model, work)``, measured once per kind of pass: by its model's ``signature``, its
+    batch's shapes, its loss and whether it trains (a plan builds each run's model and batches afresh, often the
+    same)."""
+    out, seen, signatures = [], {}, {}
     for runs in plan_:
         model = None
         for work in (w for w in runs.work if w.train or not train_only):
             if id(runs.build) not in signatures:
                 model = runs.build().to(precision.device)
                 signatures[id(runs.build)] = signature(model)
-            kind = signatures[id(runs.build)]
-            key = (kind, signature(work.batch()), id(work.loss), work.train)
+            key = (signatures[id(runs.build)], signature(work.batch()), id(work.loss), work.train)
             if key not in seen:
                 model = runs.build().to(precision.device) if model is None else model
-                counter = Launches() if kernels else contextlib.nullcontext(None)
-                with counter as launched:
-                    flops = scale = pass_flops(model, work, precision)
-                launches = launched.n if kernels else 0
-                if math.isnan(flops):
-                    with counter as launched:
-                        scale = pass_flops(model, dataclasses.replace(work, train=False), precision)
-                    launches = 3 * launched.n if kernels else 0
-                if work.train and kernels:
-                    if kind not in optimizer:
-                        optimizer[kind] = optimizer_launches(model)
-                    launches += optimizer[kind]
-                seen[key] = flops, scale, launches
+                seen[key] = measure(model, work)
             out.append((runs, work, seen[key]))
     return out
+
+
+def counted(plan_: list[Runs], precision: Precision, train_only: bool, kernels: bool = True
+            ) -> list[tuple[Runs, Work, tuple]]:
+    """Each run's work with (its FLOPs, NaN where torch cannot count them; the FLOPs its time is scaled by: its own,
+    or for such a training step its forward pass's; the kernels it would launch on a GPU, a training step's with its
+    optimizer's, and for such a step three times its forward pass's — 0 unless ``kernels``: the profiler that counts
+    them costs more than the FLOP count), each kind of pass counted once (``each_kind``)."""
+    optimizer: dict[tuple, int] = {}  # by model: the same for each of its batches
+
+    def count(model: nn.Module, work: Work) -> tuple[float, float, int]:
+        counter = Launches() if kernels else contextlib.nullcontext(None)
+        with counter as launched:
+            flops = scale = pass_flops(model, work, precision)
+        launches = launched.n if kernels else 0
+        if math.isnan(flops):
+            with counter as launched:
+                scale = pass_flops(model, dataclasses.replace(work, train=False), precision)
+            launches = 3 * launched.n if kernels else 0
+        if work.train and kernels:
+            kind = signature(model)
+            optimizer[kind] = optimizer[kind] if kind in optimizer else optimizer_launches(model)
+            launches += optimizer[kind]
+        return flops, scale, launches
+    return each_kind(plan_, precision, train_only, count)
+
+
+def timed(plan_: list[Runs], precision: Precision) -> list[tuple[Runs, Work, float]]:
+    """Each run's work with the seconds one of its passes takes here, timed once per kind of pass (``each_kind``): a
+    training step's forward, backward and optimizer step, or a forward pass — the second call of a short one (the
+    first allocates, which is most of a call of a few milliseconds), the first of a long one."""
+    def seconds_of(fn: Callable[[], None]) -> float:
+        for _ in range(2):
+            t0 = time.perf_counter()
+            fn()
+            seconds = time.perf_counter() - t0
+            if seconds > 0.05:
+                break
+        return seconds
+
+    def measure(model: nn.Module, work: Work) -> float:
+        seconds = seconds_of(one_pass(model, work, on(work.batch(), precision.device), precision))
+        if work.train:
+            seconds += seconds_of(_optimizer_step(model))
+            model.zero_grad(set_to_none=True)
+        return seconds
+    return each_kind(plan_, precision, False, measure)
+
+
+def rough_flops(plan_: list[Runs], stop: float = math.inf) -> float:
+    """Every pass of ``plan_`` at 6 FLOPs per parameter and token of a training step, 2 of a forward pass (Kaplan et
+    al. 2020's rule, within an order of magnitude of these models' counts), summed until it passes ``stop``: enough
+    to tell a plan of tiny models from any other before counting a pass."""
+    total, parameters = 0.0, {}
+    for runs in plan_:
+        if id(runs.build) not in parameters:
+            parameters[id(runs.build)] = sum(p.numel() for p in runs.build().parameters())
+        for work in runs.work:
+            first = work.batch()
+            while isinstance(first, (tuple, list)):
+                first = first[0]
+            total += runs.count * work.n * (6 if work.train else 2) * parameters[id(runs.build)] * first.numel()
+            if total > stop:
+                return total
+    return total
 
 
 def signature(thing: Any) -> tuple:

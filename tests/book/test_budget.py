@@ -5,6 +5,7 @@ import collections
 import dataclasses
 import json
 import itertools
+import math
 import os
 from pathlib import Path
 
@@ -207,11 +208,13 @@ def test_the_estimate_breaks_down_by_part_and_says_what_one_more_seed_costs(root
 def test_runs_side_by_side_are_probed_on_one_thread_and_shared_among_the_workers(root, monkeypatch):
     """Where the runs go to two one-thread workers, the seeds' and the grid's training is probed on one thread (here
     made 1.5× slower than on this process's threads) and its time halved; the workers' start is a part of its own;
-    what runs in the notebook's process keeps its probe."""
-    from odebook.book import notebook
+    what runs in the notebook's process keeps its probe. (The smoke plan, taken as one of models that are not tiny:
+    a tiny plan is timed pass by pass, not probed.)"""
+    from odebook.book import notebook, passes
     from odebook.training.executor import Local, Workers
 
     monkeypatch.chdir(root)
+    monkeypatch.setattr(passes, "rough_flops", lambda plan_, stop=math.inf: math.inf)
     monkeypatch.setattr(budget, "_seconds", lambda build, work, precision: 1.5 if torch.get_num_threads() == 1 else 1)
     monkeypatch.setattr(budget, "_setup", lambda runs, precision: 0.2)
     monkeypatch.setattr(budget, "_cpu_share", lambda: 1.0)
@@ -225,6 +228,20 @@ def test_runs_side_by_side_are_probed_on_one_thread_and_shared_among_the_workers
         assert side[part] == pytest.approx(here[part] * 1.5 / 2)
     assert side["building models"] == pytest.approx(here["building models"] / 2)
     assert side["starting the workers"] > 0 and "starting the workers" not in here
+
+
+def test_a_plan_of_tiny_models_is_timed_pass_by_pass_neither_counted_nor_probed(root, monkeypatch):
+    """A smoke plan's count and probes took about as long as its runs (issue 72: half the smoke book's time was its
+    own estimate): under TINY by the rough rule, each kind of pass is timed once instead."""
+    from odebook.book import passes
+
+    def never(*args, **kwargs):
+        raise AssertionError("a tiny plan is neither counted nor probed")
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(passes, "counted", never)
+    monkeypatch.setattr(budget, "_rates", never)
+    b = budget.estimate(params("smoke", "01_gradient_flow"), CPU)
+    assert b.seconds > 0 and b.flops < budget.TINY[0] and b.launches == 0 and "tiny models" in b.line()
 
 
 def test_busy_cores_counts_what_the_machine_did_while_this_process_slept(tmp_path, monkeypatch):

@@ -108,3 +108,29 @@ def test_each_kind_of_pass_is_counted_once_however_often_a_plan_builds_its_model
     assert built == [2, 2, 4]  # each model built once, for its signature; counted on that model where new
     assert passes.signature(cfg.hybrid()) != passes.signature(cfg.replace(steps=4).hybrid())
     assert passes.signature(cfg.hybrid()) == passes.signature(cfg.replace(alpha_init=0.1).hybrid())  # values: same
+
+
+def test_rough_flops_are_six_per_parameter_and_token_of_a_step_and_two_of_a_forward_pass():
+    from odebook.params.plan import Runs, Work
+
+    def batch():
+        return torch.zeros(2, 8, dtype=torch.long), torch.zeros(2, 8, dtype=torch.long)
+    model = nn.Linear(4, 4)  # 20 parameters
+    plan = [Runs("x", lambda: model, 3, (Work(5, batch), Work(7, batch, train=False)))]
+    assert passes.rough_flops(plan) == 3 * (5 * 6 + 7 * 2) * 20 * 16
+    assert passes.rough_flops(plan * 10, stop=1.0) == 3 * 5 * 6 * 20 * 16  # it stops at the first work past ``stop``
+
+
+def test_a_tiny_plan_is_timed_pass_by_pass_with_its_optimizer_step():
+    from odebook.params.plan import Runs, Work
+    from odebook.training.runtime import Precision
+
+    def batch():
+        return torch.randint(0, 32, (2, 8)), torch.randint(0, 32, (2, 8))
+    from odebook.models.arms import HybridConfig
+    cfg = HybridConfig(vocab_size=32, d_model=16, n_layer=2, n_head=2, max_seq_len=8, ode_layers=(1,),
+                       solver="euler", steps=2, sensitivity="direct", rtol=1e-3, atol=1e-4, control_dim=2,
+                       alpha_init=1.0)
+    plan = [Runs("baseline", cfg.baseline, 2, (Work(4, batch), Work(3, batch, train=False)))]
+    (_, train, step), (_, _, forward) = passes.timed(plan, Precision(torch.device("cpu"), None))
+    assert train.train and 0 < forward < step  # a step is a forward, a backward and an optimizer step

@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import sys
+from typing import Any
 from pathlib import Path
 
 from odebook.book import findings
@@ -106,12 +107,26 @@ def publish(root: Path, profile: str) -> Path:
             for absolute, relative in sorted(mirrors.items(), key=lambda m: -len(m[0])):
                 text = text.replace(f'"{absolute}"', f'"{relative}"').replace(f"{absolute}/", f"{relative}/")
             path.write_text(text, encoding="utf-8")
+    for results in dst.glob("*/results.json"):  # a run's step-by-step histories, a number a line, were most of it
+        results.write_text(_json_lines(json.loads(results.read_text(encoding="utf-8"))) + "\n", encoding="utf-8")
     for report in _reports(dst):  # what the report holds as published: an edit afterwards shows (``_edited``)
         manifest = report / "manifest.json"
         record = json.loads(manifest.read_text(encoding="utf-8"))
         record["published"] = {f: _sha(report / f) for f in _published_files(report)}
         manifest.write_text(json.dumps(record, indent=2), encoding="utf-8")
     return dst
+
+
+def _json_lines(value: Any, indent: str = "") -> str:
+    """``value`` as ``json.dumps(value, indent=2)`` writes it, except that a list of numbers and strings takes one
+    line: a run's history is thousands of numbers, each a line of its own there."""
+    inner = indent + "  "
+    if isinstance(value, dict) and value:
+        items = [f"{inner}{json.dumps(k)}: {_json_lines(v, inner)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{indent}}}"
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        return "[\n" + ",\n".join(inner + _json_lines(v, inner) for v in value) + f"\n{indent}]"
+    return json.dumps(value)
 
 
 def _manifest(report: Path) -> dict:

@@ -54,6 +54,16 @@ def test_a_committed_report_is_well_formed_and_ran_with_its_profiles_parameters(
         f"{report}: not the profile's parameters"
     assert not list(report.rglob("*.pt")) and not (report / "tensorboard").exists()
     assert str(ROOT) not in (report / f"{name}.ipynb").read_text(encoding="utf-8")
+    absolute = [v for v in _strings(manifest) + _strings(results) if v.startswith("/")]
+    assert not absolute, f"{report}: a folder of the machine that made it: {absolute[:3]}"
+
+
+def _strings(record) -> list[str]:
+    """Every string in a JSON record, at any depth."""
+    if isinstance(record, str):
+        return [record]
+    values = record.values() if isinstance(record, dict) else record if isinstance(record, list) else []
+    return [s for v in values for s in _strings(v)]
 
 
 def test_committed_reports_cover_the_book_stay_small_and_fill_the_readme_table():
@@ -286,3 +296,15 @@ def test_a_data_mirror_outside_the_book_is_named_relative_to_it(tmp_path):
     dst = reports.publish(root, "cpu")
     published = json.loads((dst / "01_x" / "manifest.json").read_text())
     assert published["data"] == published["run_key"]["data"]["source"] == "../shared/data"
+
+
+def test_published_results_keep_a_list_of_numbers_on_one_line_and_the_same_values(tmp_path):
+    """A run's histories, a number a line as json.dumps(indent=2) writes them, made 01's results.json 9 MB and the
+    committed reports pass their 20 MB: published, each list of numbers takes one line; the values are the same."""
+    root = _book(tmp_path)
+    run = root / "outputs" / "cpu" / "01_x"
+    results = json.loads((run / "results.json").read_text())
+    results["runs"] = [{"history": {"loss": [2.5, 2.25, None], "scalars": {}}}]
+    (run / "results.json").write_text(json.dumps(results, indent=2))
+    published = (reports.publish(root, "cpu") / "01_x" / "results.json").read_text()
+    assert json.loads(published) == results and '"loss": [2.5, 2.25, null]' in published

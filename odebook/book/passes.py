@@ -225,8 +225,9 @@ def timed(plan_: list[Runs], precision: Precision) -> list[tuple[Runs, Work, flo
 
 def rough_flops(plan_: list[Runs], stop: float = math.inf) -> float:
     """Every pass of ``plan_`` at 6 FLOPs per parameter and token of a training step, 2 of a forward pass (Kaplan et
-    al. 2020's rule, within an order of magnitude of these models' counts), summed until it passes ``stop``: enough
-    to tell a plan of tiny models from any other before counting a pass."""
+    al. 2020's rule: it leaves out attention's quadratic term and an ODE's repeated evaluations — 0.4–1.5× the counted
+    FLOPs of the smoke plans), summed until it passes ``stop``: enough to tell a plan of tiny models from any other
+    before counting a pass (the smoke plans come to 1e9–2e10 by it, the cpu plans to 6e12–4e14)."""
     total, parameters = 0.0, {}
     for runs in plan_:
         if id(runs.build) not in parameters:

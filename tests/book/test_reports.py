@@ -306,5 +306,7 @@ def test_published_results_keep_a_list_of_numbers_on_one_line_and_the_same_value
     results = json.loads((run / "results.json").read_text())
     results["runs"] = [{"history": {"loss": [2.5, 2.25, None], "scalars": {}}}]
     (run / "results.json").write_text(json.dumps(results, indent=2))
+    (run / "progress.log").write_text("hybrid seed 0: step 3/3, 00:01 taken, 00:00 left\n")  # a run by hand in Lab
     published = (reports.publish(root, "cpu") / "01_x" / "results.json").read_text()
     assert json.loads(published) == results and '"loss": [2.5, 2.25, null]' in published
+    assert not (root / "reports" / "cpu" / "01_x" / "progress.log").exists()

@@ -12,11 +12,11 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 def runs_made(results: dict) -> int:
-    """Every run a study's results.json accounts for: the runs it records, and the learning-rate grid's runs on the
-    tuning seed (its ``lr_selection`` table: one value per model and rate tried)."""
+    """Every run a study's results.json accounts for: the runs it records, and the learning-rate grid's runs on each
+    tuning seed (its ``lr_selection`` table: one value per model and rate tried, a mean over ``tuning_seeds``)."""
     grid = sum(1 for row in results.get("lr_selection", []) for k, v in row.items()
                if k not in ("model", "chosen lr", "tuning") and v == v)
-    return len(results["runs"]) + grid
+    return len(results["runs"]) + grid * results.get("parameters", {}).get("tuning_seeds", 1)
 
 # Tests read real data from a local mirror; CI sets ODEBOOK_DATA, a checkout beside ../shared finds it there.
 if "ODEBOOK_DATA" not in os.environ and SHARED_DATA.is_dir():

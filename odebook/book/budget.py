@@ -205,10 +205,11 @@ def estimate(params: Params, precision: Precision) -> Budget:
     plan_ = plan(params)
     ex = notebook.executor(params, Path())
     workers = ex.processes if isinstance(ex, Workers) else 1  # the runs' parts go side by side, each on one thread
-    if passes.rough_flops(plan_, stop=TINY[0]) < TINY[0]:
+    rough = passes.rough_flops(plan_, stop=TINY[0])  # the whole plan's, where it stays under TINY
+    if rough < TINY[0]:
         timed = passes.timed(plan_, precision)
         each = [(runs, work, seconds, 0.0) for runs, work, seconds in timed]
-        total_flops, launches = passes.rough_flops(plan_), 0.0
+        total_flops, launches = rough, 0.0
         largest = max((c for c in timed if c[1].train), key=lambda c: c[2])
     else:
         raw = passes.counted(plan_, precision, train_only=False, kernels=False)

@@ -9,6 +9,10 @@ from odebook.data.mirror import pin_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
+# Study 01's smoke profile with one tuning seed and no grid extension: 24 runs where the smoke profile makes 54, for
+# the tests that send each run through a process of its own (submitit, SLURM) or run the notebook three times; they
+# test where runs go and what they reuse, which neither number changes.
+LEAN_01 = "tuning_seeds: 1\nlr_extensions: 0\n"
 
 
 def runs_made(results: dict) -> int:

@@ -22,7 +22,7 @@ from odebook.training.executor import JobsFailed, Local, Submitit, Workers, usab
 from odebook.training.runtime import precision_for
 from odebook.training.train import TrainConfig
 
-from conftest import ROOT, runs_made
+from conftest import LEAN_01, ROOT, runs_made
 
 STUDIES = {name: studies.schema(name) for name in studies.names()}
 
@@ -198,7 +198,8 @@ def test_a_notebook_with_executor_submitit_gives_the_local_runs_results(tmp_path
     params = tmp_path / "params"
     shutil.copytree(ROOT / "params" / "smoke", params / "smoke")
     (params / "cluster").mkdir()
-    smoke_file = (params / "smoke" / "01_gradient_flow.yaml").read_text()
+    smoke_file = (params / "smoke" / "01_gradient_flow.yaml").read_text() + LEAN_01
+    (params / "smoke" / "01_gradient_flow.yaml").write_text(smoke_file)
     (params / "cluster" / "01_gradient_flow.yaml").write_text(
         f"{smoke_file}executor: submitit\nexecutor_folder: {tmp_path / 'jobs'}\n")
     book = runner.Book(ROOT / "notebooks", params, tmp_path / "outputs")
@@ -271,7 +272,8 @@ def test_readmes_cluster_recipe_runs_a_notebook_as_slurm_job_arrays_with_the_loc
     params = tmp_path / "params"
     shutil.copytree(ROOT / "params" / "smoke", params / "smoke")
     (params / "cluster").mkdir()
-    smoke_file = (params / "smoke" / "01_gradient_flow.yaml").read_text()
+    smoke_file = (params / "smoke" / "01_gradient_flow.yaml").read_text() + LEAN_01
+    (params / "smoke" / "01_gradient_flow.yaml").write_text(smoke_file)
     (params / "cluster" / "01_gradient_flow.yaml").write_text(
         smoke_file + recipe.replace("/shared/you/odebook-jobs", str(tmp_path / "jobs")))
     book = runner.Book(ROOT / "notebooks", params, tmp_path / "outputs")

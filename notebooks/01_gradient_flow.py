@@ -20,17 +20,15 @@
 # flow? The source trained a 6-layer, 256-d GPT on WikiText-2 and replaced layers 3–4 by an ODE flow integrated
 # with 4 Euler steps, conditioned on time and on a control vector, with a learned output scale α initialised at 0.1.
 #
-# **Why a task, not only WikiText.** "As good as the baseline" means nothing where removing the replaced layers
-# costs nothing, and on language-model data at this book's scales it costs nothing: after 250 steps on bytes the
-# baseline without its layers 2–3 was *better* by 0.012 nats (cpu, commit e4871db), and at the source's own t4
-# configuration by 0.010 [−0.027, +0.007] (the t4 report of commit 5b64201, H100 under a T4's policy, 3 seeds; that
-# design's reports were removed in 9580389, their verdicts kept in docs/gpu.md). So the primary claims are
-# asked on a task whose solution needs the replaced layer: **multi-query associative recall** (MQAR,
-# odebook.data.mqar; Zoology, Arora et al. 2023), where each query key must be answered with the value bound to it
-# earlier in the sequence. A transformer answers by composing two attention layers — one that writes each key into
-# the position of its value, one that finds that position from the query (the induction circuit; Olsson et al.
-# 2022) — so a one-layer GPT cannot, and a two-layer GPT whose second layer is replaced can only if the replacement
-# does that layer's work. WikiText stays as a descriptive section at the end.
+# **Asked on a task that needs the replaced layer.** "As good as the baseline" says nothing where removing the
+# replaced layers costs nothing, and on language-model data at this book's scales it costs nothing: after 250 steps
+# on bytes the baseline without its layers 2–3 was *better* by 0.012 nats (cpu, commit e4871db), and at the source's
+# own configuration by 0.010 [−0.027, +0.007] (H100 under a T4's policy, 3 seeds, commit 5b64201; docs/gpu.md). So
+# the primaries are asked on **multi-query associative recall** (MQAR, odebook.data.mqar; Zoology, Arora et al.
+# 2023): each query key must be answered with the value bound to it earlier in the sequence. A transformer answers by
+# composing two attention layers — one writes each key into the position of its value, one finds that position from
+# the query (the induction circuit; Olsson et al. 2022) — so a one-layer GPT cannot, and a two-layer GPT whose second
+# layer is replaced can only if the replacement does that layer's work. WikiText stays as a descriptive section.
 #
 # **Models** (one configuration, `p.model_config(...)`; same batches, steps and tuning for every arm):
 # - *baseline*: token + learned positional embeddings, pre-LN blocks (causal SDPA attention, 4× GELU MLP), final
@@ -39,108 +37,38 @@
 #   dH/dt = α·F(H + e_t(t) + e_u(u)) over t ∈ [0, 1] (torchdiffeq), F = attention(LN ·) + MLP(LN ·);
 # - *null* (control): the baseline with the replaced layers removed — what the hybrid must beat;
 # - *tokenwise* (negative control): the hybrid whose vector field has no attention, F = MLP(LN ·): the same flow,
-#   trained the same way, but it cannot move information between tokens — the one mechanism the claim credits;
-# - *shared* (WikiText section only): one discrete block, weights shared, applied as often as the ODE evaluates its
+#   started and trained the same way, but it cannot move information between tokens — the mechanism the claim credits;
+# - *hybrid_source* (where a profile starts α elsewhere than the source's 0.1: the t4 one): the hybrid at α 0.1,
+#   described beside the claims;
+# - *shared* (WikiText section only): one discrete block, weights shared, applied as often as the flow evaluates its
 #   field.
 #
 # **Claims** (declared below, before the runs; test loss at the answers in nats, paired across seeds — the arms of a
 # seed share its batch stream). **Learned gates**, seed by seed: the baseline answers above the shortcut (the
-# context's most frequent value) by more than 0.5 in every seed, and every arm finished learning — its best
-# validation loss improved by less than `margin` over the last quarter of its steps (best, not last: a solved task's
-# loss jitters by a few hundredths between evaluations) — so that no answer is set by an arm that stopped
-# mid-transition. A *calibration gate*: removing the replaced layers costs more than `margin` (one-sided
-# t-test at `alpha`, outside every family). Resting on all of them, two primaries: the hybrid is **non-inferior** to
-# the baseline at `margin`, and the hybrid **beats the null arm by more than `margin`** — more than a hair: any arm
-# that adds trainable width to the null arm beats it by a little, which says nothing about the replaced layer's work
-# (the da19829 report's primary asked only for "below the null arm"). Each primary has its **negative control**: the
-# same test on the trained *tokenwise* arm, which differs from the hybrid only in the attention of its flow and must
-# come out "not held" — if it held, the test could not see whether the flow does the replaced layer's work. (The
-# control of "beats the null arm" is the informative one: the token-wise arm is as wide as the hybrid and could beat
-# the null arm by a hair; that of non-inferiority mirrors the calibration gate, since an arm that cannot move
-# information between tokens should sit at the null arm's loss.) (This
-# study's earlier control, the hybrid with its flow switched off at test, was numerically the claim itself once the
-# flow's α had fallen to ≈ 0: +0.7691 against the claim's +0.7692 nats in the cpu report of commit da19829.) Gradient
-# health and the flow's α through training are described, not judged.
+# context's most frequent value) by more than 0.5, and every arm finished learning — its best validation loss improved
+# by less than `margin` over the last quarter of its steps — so that no answer is set by an arm stopped
+# mid-transition. A **calibration gate**: removing the replaced layers costs more than `margin`. Resting on them, two
+# primaries: the hybrid is **non-inferior** to the baseline at `margin`, and it **beats the null arm by more than
+# `margin`** (any arm that adds width to the null arm beats it by a little, which says nothing about the replaced
+# layer's work). Each primary's **negative control** is the same test on the trained *tokenwise* arm, which must come
+# out not held. Gradient health and the flow's α through training are described, not judged.
 #
-# **The pilots that chose this task** (2-core Zen 4, November 2026). *Variable tracking* (chains of bindings
-# x2 ← x1 ← value, asked at depth 1–5; its generator is in the history at commit eb00594) stayed at its shortcut for
-# up to 2,000 steps at every configuration tried — widths 64 and 128, 2 to 6 layers, rates 1e-3 to 1e-2, pairs as
-# one token or two — so no arm could be told from another. *MQAR* did separate them; made by
-# `python benchmarks/pilot_01.py` (results in `params/cpu/01_gradient_flow.pilot.json`, one seed each; this table by
-# `python benchmarks/pilot_01.py --table` on it; the first rows are the pilot that chose the task, the last the one
-# that chose α's initial value and the number of steps, below):
+# **Scale** (each profile's values are in params/<profile>/01_gradient_flow.yaml; how they were chosen is in the
+# appendix). *cpu*: d 64, 2 layers with layer 1 replaced, MQAR with 8 keys and 2 pairs in 32 tokens, the flow's α
+# from the source's 0.1, 2,000 steps of 32 sequences, each arm's rate chosen on two tuning seeds from {2.5e-4, 5e-4,
+# 1e-3}, 3 confirmatory seeds with one analysis — it decides only large effects. *t4* (this cell): the source's
+# width d 256 on MQAR with 16 keys and 4 pairs in 64 tokens, α from 1.0 with the source's 0.1 beside it, up to 12
+# seeds with looks at 3, 6 and 9.
 #
-# | overrides of the cpu profile | arm | seed | test loss | accuracy | validation loss by quarter | α by quarter | s |
-# |---|---|---|---|---|---|---|---|
-# | lr 0.001 | baseline | 0 | 0.006 | 1.00 | — | — | 27 |
-# | lr 0.001 | hybrid | 0 | 1.243 | 0.37 | — | — | 69 |
-# | lr 0.001 | null | 0 | 1.246 | 0.37 | — | — | 15 |
-# | lr 0.003 | baseline | 0 | 1.026 | 0.52 | — | — | 27 |
-# | lr 0.003 | hybrid | 0 | 1.257 | 0.34 | — | — | 71 |
-# | lr 0.01 | hybrid | 0 | 1.448 | 0.41 | — | — | 72 |
-# | lr 0.01 | null | 0 | 1.413 | 0.47 | — | — | 14 |
-# | lr 0.001, n_layer 6, ode_layers [2, 3], mqar_pairs 3 | baseline | 0 | 1.039 | 0.42 | — | — | 79 |
-# | lr 0.001, α 1.0, steps 2000 | hybrid | 0 | 0.007 | 1.00 | 1.30 1.00 0.01 0.01 | 1.00 0.72 0.70 0.87 0.97 | 325 |
-# | lr 0.001, α 1.0, steps 2000 | tokenwise | 0 | 1.230 | 0.35 | 1.29 1.24 1.22 1.22 | 1.00 0.71 0.42 0.16 -0.01 | 222 |
-# | lr 0.001, α 1.0, steps 2000 | hybrid | 1 | 0.855 | 0.57 | 1.29 1.01 0.88 0.85 | 1.00 0.71 0.66 0.64 0.62 | 298 |
-# | lr 0.001, α 1.0, steps 2000 | tokenwise | 1 | 1.235 | 0.34 | 1.29 1.24 1.23 1.23 | 1.00 0.72 0.40 0.09 -0.01 | 186 |
-# | lr 0.001, steps 2000 | hybrid | 0 | 1.236 | 0.35 | 1.29 1.23 1.22 1.23 | 0.10 -0.00 -0.00 -0.01 -0.00 | 279 |
-# | lr 0.001, steps 2000 | hybrid | 1 | 0.881 | 0.58 | 1.29 1.25 1.10 0.87 | 0.10 0.00 0.03 0.14 0.21 | 280 |
-# | lr 0.001, steps 2000 | baseline | 0 | 0.003 | 1.00 | 1.29 0.00 0.03 0.01 | — | 110 |
-# | lr 0.001, steps 2000 | null | 0 | 1.233 | 0.38 | 1.28 1.23 1.23 1.22 | — | 57 |
-# | lr 0.001, steps 2000 | baseline | 1 | 0.882 | 0.56 | 1.19 1.00 0.90 0.88 | — | 122 |
-# | lr 0.001, steps 2000 | null | 1 | 1.235 | 0.36 | 1.28 1.24 1.23 1.23 | — | 67 |
-# | lr 0.001, steps 2000 | baseline | 2 | 0.001 | 0.99 | 1.30 0.01 0.00 0.05 | — | 108 |
-# | lr 0.001, steps 2000 | null | 2 | 1.237 | 0.37 | 1.29 1.24 1.24 1.23 | — | 61 |
-# | lr 0.001, steps 2000 | baseline | 3 | 0.001 | 1.00 | 1.29 0.01 0.01 0.01 | — | 114 |
-# | lr 0.001, steps 2000 | null | 3 | 1.226 | 0.36 | 1.29 1.25 1.23 1.22 | — | 64 |
-#
-# The 2-layer baseline solves the task at 1e-3 and not at 3e-3; the 1-layer null arm and the hybrid solve it at no rate
-# tried (up to 1e-2); a 6-layer GPT does not learn it in the same steps even at 3 pairs: deeper GPTs learn recall
-# later, which is why the book tests the source's question on 2 layers, not 6. A first run of the earlier design (α 0.1,
-# 1,000 steps; seeds 0–4, cap 5) was its pilot for the seeds: the gate held (null − baseline +1.02 [0.48, 1.56] nats),
-# "hybrid non-inferior" came out not held, and "hybrid beats null" needed ≈ 11 seeds (hybrid − null −0.025 [−0.090,
-# 0.039], seed SD 0.05); the t4 design runs looks at 3, 6 and 9 seeds up to 12, on seeds from 100, apart from the
-# pilots'; the cpu profile runs 3 seeds, one analysis (below).
-#
-# **The pilot that chose α's initial value and the steps** (this table's last rows; an Intel Xeon @ 2.50 GHz, 2 cores,
-# November 2026; seeds 0–3, lr 1e-3, 2,000 steps). That design's cpu report (commit da19829) ended with the flow's α
-# at ≈ 0 in every seed (|α| median 0.0066, mixed signs) and 4 of its 9 baselines still at 0.98–1.19 nats at step
-# 1,000.
-# At the source's α 0.1 the flow's gain falls to ≈ 0 within the first 250 steps (seed 0: 0.00 from there on, test loss
-# 1.236, the null arm's; seed 1: back to 0.21 by the end, accuracy 0.58): a flow whose α is 0 passes no gradient to
-# its field, a saddle it leaves late or never. Started at α 1.0 the gain stays away from 0 (0.6–0.97) and the hybrid
-# solves the task in seed 0 (accuracy 1.00, test loss 0.007, the drop between steps 1,000 and 1,500) and reaches 0.57
-# in seed 1; the token-wise control, started the same way, stays at the null arm's loss (1.23) with its α falling to
-# 0 — the flow without attention has nothing to add. The baseline solves the task by step 1,000 in 3 of 4 seeds and
-# sits at 0.56 in seed 1 up to step 2,000 (1.00 → 0.88 over the last 1,000 steps), where the hybrids also stall at
-# 0.57–0.58: a partial solution that seed's batches lead every two-layer arm to. So the book's design (this cell, the
-# t4 values) starts the flow at α 1.0 (the source's 0.1 stays as an arm, `hybrid_source`, described beside the
-# claims) and trains 2,000 steps; the learned gates say, seed by seed, which arms finished and whether the baseline
-# solved the task.
-#
-# **The pilot that chose the learning-rate grid** (`benchmarks/pilot_01.py`, the same Xeon; the baseline alone, seeds
-# 0–7, 2,000 steps; its rows are in the pilot file, not this table). At 5e-4 the baseline solves the task in 8 of 8
-# seeds (test loss ≤ 0.007, the drop between steps 750 and 1,250), at 1e-3 in 6 of 8 (seeds 1 and 6 stall at accuracy
-# 0.56–0.57), at 2e-3 in 3 of 8. The earlier design (1,000 steps, one tuning seed, the grid {5e-4, 1e-3, 2e-3}) chose
-# 1e-3 for the baseline — at 5e-4 it had not dropped by step 1,000 — a rate at which a quarter of the pilot's seeds
-# stall, and 4 of the 9 baselines of the da19829 report had not learned by step 1,000. So the grid is {2.5e-4, 5e-4,
-# 1e-3} at cpu and {5e-4, 1e-3, 2e-3} at t4 (its width 256), each arm choosing on two tuning seeds (one seed made each
-# arm's rate a lottery between solved and stalled) and the bracketing rule extending an edge choice. **The cpu
-# profile's scale**: 2,000 steps, two tuning seeds and 3 confirmatory seeds with one analysis, ≈ 65–85 minutes of both
-# cores on the Xeon — past the book's 20-minute cpu budget, which no design that lets the flow start fits (at 1,000
-# steps and α 0.1 it never did); 3 seeds decide only large effects.
-#
-# **Departures from the source.** The flow's α starts at 1.0, not the source's 0.1, in the book's design (the pilot
-# above; the source's initialisation is trained beside it as `hybrid_source`). The source's depth (6 layers, 2 replaced)
-# cannot be tested with a task learnable in the budget (the pilots above): both profiles use 2 layers with layer 1
-# replaced — half the stack, where the source replaced a third — at d 64 (cpu) and the source's d 256 (t4). The source
-# built its blocks and its vector field with dropout 0.1; the book trains without dropout, because the field must be a
-# deterministic function of (t, H) for the adjoint, adaptive and reversible solves of study 05. The control u is zero
-# throughout (the task gives it nothing to carry), so the source's control check is not repeated. The source's gradient
-# test (no norm below 1e-6 or above 100) could not fire on the high side because it computed the norms *after* clipping
-# them to 1.0; here norms are recorded before clipping, relative to the baseline's, as description. The scale is printed
-# beside every verdict.
+# **Departures from the source.** Depth: 2 layers with layer 1 replaced — half the stack, where the source replaced
+# a third of 6 — because a 6-layer GPT did not learn MQAR in the steps a profile can give (appendix). The t4 profile
+# starts the flow at α 1.0, not 0.1 (on its larger task the source's start stalled in the pilot; appendix); the cpu
+# profile starts at the source's 0.1. The source built its blocks and its vector field with dropout 0.1; the book
+# trains without dropout, because the field must be a deterministic function of (t, H) for the adjoint, adaptive and
+# reversible solves of study 05. The control u is zero throughout (the task gives it nothing to carry), so the
+# source's control check is not repeated. The source's gradient test (no norm below 1e-6 or above 100) could not fire
+# on the high side, because it computed the norms *after* clipping them to 1.0; here norms are recorded before
+# clipping, relative to the baseline's, as description. The scale is printed beside every verdict.
 
 # %% tags=["colab"]
 # Run this cell first: in a checkout it imports the checkout's own odebook; elsewhere (Colab) it installs odebook
@@ -389,3 +317,103 @@ notebook.save_results(out, headline, verdicts=verdicts, precision=str(precision)
                       looks=looked.markdown(), gradient_ratios=ratio_table, alphas=alphas,
                       alpha_trajectories=trajectories, shortcut=shortcut, dynamics=dyn,
                       wikitext=lm_table, runs=[r.record() for r in runs + lm_runs])
+
+# %% [markdown]
+# ## Appendix: how the design was chosen
+#
+# **The pilot that chose the cpu task** (`benchmarks/pilot_01.py`, the AMD EPYC of this profile's report, 2 cores,
+# November 2026; α from the source's 0.1, seeds from 0; every row in `params/cpu/01_gradient_flow.pilot.json`). The
+# earlier cpu design (16 keys, 4 pairs, 64 tokens, α from 1.0, 2,000 steps; cpu report of commit fed21e8) ran 76
+# minutes and left both primaries not testable: the hybrid finished learning in 1 of 3 seeds and stalled at the
+# partial solution (test loss 0.85–0.89, accuracy 0.57) in all three, while the source's α 0.1 solved it in 2 of 3.
+# On a smaller MQAR every arm settles within the steps:
+#
+# | pairs (8 keys, 32 tokens) | steps | lr | arm | solved (accuracy > 0.99) | test loss per seed | s a run |
+# |---|---|---|---|---|---|---|
+# | 2 | 1,000 | 1e-3 | baseline | 4 of 4 | 0.000 0.001 0.004 0.000 | 25 |
+# | 2 | 1,000 | 1e-3 | hybrid | 1 of 4 | 0.489 0.011 0.412 0.139 | 60 |
+# | 2 | 1,000 | 1e-3 | null | 0 of 4 | 0.530 0.554 0.534 0.521 | 13 |
+# | 2 | 1,000 | 5e-4 | baseline | 4 of 4 | 0.000 0.000 0.000 0.000 | 28 |
+# | 2 | 1,000 | 5e-4 | hybrid | 3 of 4 | 0.003 0.001 0.001 0.474 | 62 |
+# | 2 | 1,000 | 5e-4 | null | 0 of 4 | 0.537 0.556 0.533 0.515 | 14 |
+# | 2 | 2,000 | 5e-4 | hybrid | 4 of 4 | 0.000 0.005 0.000 0.000 | 110 |
+# | 2 | 2,000 | 5e-4 | tokenwise | 1 of 4 | 0.542 0.515 0.001 0.530 | 74 |
+# | 4 | 2,000 | 5e-4 | baseline | 2 of 2 | 0.000 0.000 | 44 |
+# | 4 | 2,000 | 5e-4 | hybrid | 2 of 2 | 0.000 0.000 | 107 |
+# | 4 | 2,000 | 5e-4 | null | 0 of 2 | 1.039 1.045 | 25 |
+# | 4 | 2,000 | 5e-4 | tokenwise | 0 of 2 | 1.041 1.043 | 70 |
+#
+# At 2 pairs the token-wise arm — whose flow's α had fallen to 0, so a one-layer GPT — solved the task in one seed,
+# and the null arm's loss was still falling at step 1,000: with the pairs at fixed positions, two pairs can be told
+# apart by position alone, so that task does not need the second layer and cannot calibrate. At 4 pairs the null
+# and token-wise arms stayed at 1.04 nats while the baseline solved the task by step 500 and the hybrid, its α
+# growing from 0.1 to 0.20–0.25, by step 1,000. So the cpu profile asks the question at 4 pairs in 32 tokens, with
+# the source's α, for 2,000 steps.
+#
+# **The pilots that chose this task** (2-core Zen 4, November 2026). *Variable tracking* (chains of bindings
+# x2 ← x1 ← value, asked at depth 1–5; its generator is in the history at commit eb00594) stayed at its shortcut for
+# up to 2,000 steps at every configuration tried — widths 64 and 128, 2 to 6 layers, rates 1e-3 to 1e-2, pairs as
+# one token or two — so no arm could be told from another. *MQAR* did separate them; made by
+# `python benchmarks/pilot_01.py` (results in `params/cpu/01_gradient_flow.pilot.json`; this table is the first 22
+# rows of `python benchmarks/pilot_01.py --table` on it: first the pilot that chose the task, last the one that chose
+# α's initial value and the number of steps, below):
+#
+# | overrides of the cpu profile | arm | seed | test loss | accuracy | validation loss by quarter | α by quarter | s |
+# |---|---|---|---|---|---|---|---|
+# | lr 0.001 | baseline | 0 | 0.006 | 1.00 | — | — | 27 |
+# | lr 0.001 | hybrid | 0 | 1.243 | 0.37 | — | — | 69 |
+# | lr 0.001 | null | 0 | 1.246 | 0.37 | — | — | 15 |
+# | lr 0.003 | baseline | 0 | 1.026 | 0.52 | — | — | 27 |
+# | lr 0.003 | hybrid | 0 | 1.257 | 0.34 | — | — | 71 |
+# | lr 0.01 | hybrid | 0 | 1.448 | 0.41 | — | — | 72 |
+# | lr 0.01 | null | 0 | 1.413 | 0.47 | — | — | 14 |
+# | lr 0.001, n_layer 6, ode_layers [2, 3], mqar_pairs 3 | baseline | 0 | 1.039 | 0.42 | — | — | 79 |
+# | lr 0.001, α 1.0, steps 2000 | hybrid | 0 | 0.007 | 1.00 | 1.30 1.00 0.01 0.01 | 1.00 0.72 0.70 0.87 0.97 | 325 |
+# | lr 0.001, α 1.0, steps 2000 | tokenwise | 0 | 1.230 | 0.35 | 1.29 1.24 1.22 1.22 | 1.00 0.71 0.42 0.16 -0.01 | 222 |
+# | lr 0.001, α 1.0, steps 2000 | hybrid | 1 | 0.855 | 0.57 | 1.29 1.01 0.88 0.85 | 1.00 0.71 0.66 0.64 0.62 | 298 |
+# | lr 0.001, α 1.0, steps 2000 | tokenwise | 1 | 1.235 | 0.34 | 1.29 1.24 1.23 1.23 | 1.00 0.72 0.40 0.09 -0.01 | 186 |
+# | lr 0.001, steps 2000 | hybrid | 0 | 1.236 | 0.35 | 1.29 1.23 1.22 1.23 | 0.10 -0.00 -0.00 -0.01 -0.00 | 279 |
+# | lr 0.001, steps 2000 | hybrid | 1 | 0.881 | 0.58 | 1.29 1.25 1.10 0.87 | 0.10 0.00 0.03 0.14 0.21 | 280 |
+# | lr 0.001, steps 2000 | baseline | 0 | 0.003 | 1.00 | 1.29 0.00 0.03 0.01 | — | 110 |
+# | lr 0.001, steps 2000 | null | 0 | 1.233 | 0.38 | 1.28 1.23 1.23 1.22 | — | 57 |
+# | lr 0.001, steps 2000 | baseline | 1 | 0.882 | 0.56 | 1.19 1.00 0.90 0.88 | — | 122 |
+# | lr 0.001, steps 2000 | null | 1 | 1.235 | 0.36 | 1.28 1.24 1.23 1.23 | — | 67 |
+# | lr 0.001, steps 2000 | baseline | 2 | 0.001 | 0.99 | 1.30 0.01 0.00 0.05 | — | 108 |
+# | lr 0.001, steps 2000 | null | 2 | 1.237 | 0.37 | 1.29 1.24 1.24 1.23 | — | 61 |
+# | lr 0.001, steps 2000 | baseline | 3 | 0.001 | 1.00 | 1.29 0.01 0.01 0.01 | — | 114 |
+# | lr 0.001, steps 2000 | null | 3 | 1.226 | 0.36 | 1.29 1.25 1.23 1.22 | — | 64 |
+#
+# The 2-layer baseline solves the task at 1e-3 and not at 3e-3; the 1-layer null arm and the hybrid solve it at no rate
+# tried (up to 1e-2); a 6-layer GPT does not learn it in the same steps even at 3 pairs: deeper GPTs learn recall
+# later, which is why the book tests the source's question on 2 layers, not 6. A first run of the earlier design (α 0.1,
+# 1,000 steps; seeds 0–4, cap 5) was its pilot for the seeds: the gate held (null − baseline +1.02 [0.48, 1.56] nats),
+# "hybrid non-inferior" came out not held, and "hybrid beats null" needed ≈ 11 seeds (hybrid − null −0.025 [−0.090,
+# 0.039], seed SD 0.05); the t4 design runs looks at 3, 6 and 9 seeds up to 12, on seeds from 100, apart from the
+# pilots'; the cpu profile runs 3 seeds, one analysis (below).
+#
+# **The pilot that chose α's initial value and the steps** (this table's last rows; an Intel Xeon @ 2.50 GHz, 2 cores,
+# November 2026; seeds 0–3, lr 1e-3, 2,000 steps). That design's cpu report (commit da19829) ended with the flow's α
+# at ≈ 0 in every seed (|α| median 0.0066, mixed signs) and 4 of its 9 baselines still at 0.98–1.19 nats at step
+# 1,000.
+# At the source's α 0.1 the flow's gain falls to ≈ 0 within the first 250 steps (seed 0: 0.00 from there on, test loss
+# 1.236, the null arm's; seed 1: back to 0.21 by the end, accuracy 0.58): a flow whose α is 0 passes no gradient to
+# its field, a saddle it leaves late or never. Started at α 1.0 the gain stays away from 0 (0.6–0.97) and the hybrid
+# solves the task in seed 0 (accuracy 1.00, test loss 0.007, the drop between steps 1,000 and 1,500) and reaches 0.57
+# in seed 1; the token-wise control, started the same way, stays at the null arm's loss (1.23) with its α falling to
+# 0 — the flow without attention has nothing to add. The baseline solves the task by step 1,000 in 3 of 4 seeds and
+# sits at 0.56 in seed 1 up to step 2,000 (1.00 → 0.88 over the last 1,000 steps), where the hybrids also stall at
+# 0.57–0.58: a partial solution that seed's batches lead every two-layer arm to. So the book's design (this cell, the
+# t4 values) starts the flow at α 1.0 (the source's 0.1 stays as an arm, `hybrid_source`, described beside the
+# claims) and trains 2,000 steps; the learned gates say, seed by seed, which arms finished and whether the baseline
+# solved the task.
+#
+# **The pilot that chose the learning-rate grid** (`benchmarks/pilot_01.py`, the same Xeon; the baseline alone, seeds
+# 0–7, 2,000 steps; its rows are in the pilot file, not this table). At 5e-4 the baseline solves the task in 8 of 8
+# seeds (test loss ≤ 0.007, the drop between steps 750 and 1,250), at 1e-3 in 6 of 8 (seeds 1 and 6 stall at accuracy
+# 0.56–0.57), at 2e-3 in 3 of 8. The earlier design (1,000 steps, one tuning seed, the grid {5e-4, 1e-3, 2e-3}) chose
+# 1e-3 for the baseline — at 5e-4 it had not dropped by step 1,000 — a rate at which a quarter of the pilot's seeds
+# stall, and 4 of the 9 baselines of the da19829 report had not learned by step 1,000. So the grid is {2.5e-4, 5e-4,
+# 1e-3} at cpu and {5e-4, 1e-3, 2e-3} at t4 (its width 256), each arm choosing on two tuning seeds (one seed made each
+# arm's rate a lottery between solved and stalled) and the bracketing rule extending an edge choice. That design's
+# cpu profile (16 keys, 4 pairs, 64 tokens, α from 1.0) took 76 minutes of both cores on the EPYC; the smaller task
+# above replaced it.

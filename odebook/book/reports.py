@@ -106,9 +106,9 @@ def publish(root: Path, profile: str) -> Path:
                 text = text.replace(f"{absolute}/outputs/{profile}", f"{REPORTS}/{profile}").replace(f"{absolute}/", "")
             for absolute, relative in sorted(mirrors.items(), key=lambda m: -len(m[0])):
                 text = text.replace(f'"{absolute}"', f'"{relative}"').replace(f"{absolute}/", f"{relative}/")
+            if path.name == "results.json" and path.parent.parent == dst:  # histories, a number a line: most of it
+                text = _json_lines(json.loads(text)) + "\n"
             path.write_text(text, encoding="utf-8")
-    for results in dst.glob("*/results.json"):  # a run's step-by-step histories, a number a line, were most of it
-        results.write_text(_json_lines(json.loads(results.read_text(encoding="utf-8"))) + "\n", encoding="utf-8")
     for report in _reports(dst):  # what the report holds as published: an edit afterwards shows (``_edited``)
         manifest = report / "manifest.json"
         record = json.loads(manifest.read_text(encoding="utf-8"))

@@ -195,20 +195,26 @@ def test_a_notebook_with_executor_submitit_gives_the_local_runs_results(tmp_path
     loss, and every verdict, are those of the runs in the notebook's own process."""
     monkeypatch.setenv("MPLBACKEND", "Agg")
     without_slurm(monkeypatch)
+    here, there = smoke_then_cluster(tmp_path, f"executor: submitit\nexecutor_folder: {tmp_path / 'jobs'}\n")
+    assert jobs_in(tmp_path / "jobs") == runs_made(there) > len(there["runs"]) > 0
+    assert untimed(there["runs"]) == untimed(here["runs"]) and there["verdicts"] == here["verdicts"]
+
+
+def smoke_then_cluster(tmp_path: Path, cluster: str) -> tuple[dict, dict]:
+    """Study 01's smoke profile (with conftest.LEAN_01) through the runner, then as profile "cluster" with ``cluster``
+    added to it; both must finish. Their results.json: (smoke, cluster)."""
     params = tmp_path / "params"
     shutil.copytree(ROOT / "params" / "smoke", params / "smoke")
     (params / "cluster").mkdir()
     smoke_file = (params / "smoke" / "01_gradient_flow.yaml").read_text() + LEAN_01
     (params / "smoke" / "01_gradient_flow.yaml").write_text(smoke_file)
-    (params / "cluster" / "01_gradient_flow.yaml").write_text(
-        f"{smoke_file}executor: submitit\nexecutor_folder: {tmp_path / 'jobs'}\n")
+    (params / "cluster" / "01_gradient_flow.yaml").write_text(smoke_file + cluster)
     book = runner.Book(ROOT / "notebooks", params, tmp_path / "outputs")
     ran = [runner.run_book(book, profile, ["01_gradient_flow"])[0] for profile in ("smoke", "cluster")]
     assert all(r.ok for r in ran), [r.error for r in ran]
-    here, there = (json.loads((tmp_path / "outputs" / p / "01_gradient_flow" / "results.json").read_text())
-                   for p in ("smoke", "cluster"))
-    assert jobs_in(tmp_path / "jobs") == runs_made(there) > len(there["runs"]) > 0
-    assert untimed(there["runs"]) == untimed(here["runs"]) and there["verdicts"] == here["verdicts"]
+    smoke, cluster_ = (json.loads((tmp_path / "outputs" / p / "01_gradient_flow" / "results.json").read_text())
+                       for p in ("smoke", "cluster"))
+    return smoke, cluster_
 
 
 def without_slurm(monkeypatch) -> None:
@@ -269,18 +275,7 @@ def test_readmes_cluster_recipe_runs_a_notebook_as_slurm_job_arrays_with_the_loc
     monkeypatch.setenv("MPLBACKEND", "Agg")
     recipe = readme_cluster_recipe()
     assert "executor: submitit" in recipe and "slurm_gpus_per_job: 0" in recipe
-    params = tmp_path / "params"
-    shutil.copytree(ROOT / "params" / "smoke", params / "smoke")
-    (params / "cluster").mkdir()
-    smoke_file = (params / "smoke" / "01_gradient_flow.yaml").read_text() + LEAN_01
-    (params / "smoke" / "01_gradient_flow.yaml").write_text(smoke_file)
-    (params / "cluster" / "01_gradient_flow.yaml").write_text(
-        smoke_file + recipe.replace("/shared/you/odebook-jobs", str(tmp_path / "jobs")))
-    book = runner.Book(ROOT / "notebooks", params, tmp_path / "outputs")
-    ran = [runner.run_book(book, profile, ["01_gradient_flow"])[0] for profile in ("smoke", "cluster")]
-    assert all(r.ok for r in ran), [r.error for r in ran]
-    here, there = (json.loads((tmp_path / "outputs" / p / "01_gradient_flow" / "results.json").read_text())
-                   for p in ("smoke", "cluster"))
+    here, there = smoke_then_cluster(tmp_path, recipe.replace("/shared/you/odebook-jobs", str(tmp_path / "jobs")))
     scripts = list((tmp_path / "jobs").rglob("*_submission.sh"))
     assert scripts and all("#SBATCH" in s.read_text() for s in scripts)
     assert jobs_in(tmp_path / "jobs") == runs_made(there) > len(there["runs"]) > 0

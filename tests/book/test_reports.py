@@ -2,6 +2,7 @@
 summarised in the README; and the machinery that publishes them and says when they are stale."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -56,6 +57,13 @@ def test_a_committed_report_is_well_formed_and_ran_with_its_profiles_parameters(
     assert str(ROOT) not in (report / f"{name}.ipynb").read_text(encoding="utf-8")
     absolute = [v for v in _strings(manifest) + _strings(results) if v.startswith("/")]
     assert not absolute, f"{report}: a folder of the machine that made it: {absolute[:3]}"
+    shown = [t for c in nb.cells for o in c.get("outputs", []) for t in (o.get("text", ""), *o.get("data", {}).values())
+             if isinstance(t, str)]
+    reprs = [m.group(0) for t in shown for m in RAW_REPR.finditer(t)]
+    assert not reprs, f"{report}: an object printed as its raw repr, not as the reader's text: {reprs[:3]}"
+
+
+RAW_REPR = re.compile(r"\b[A-Z][A-Za-z]+\([a-z_]+=")  # Verdict(claim=…, Interval(mean=…: a dataclass's repr
 
 
 def _strings(record) -> list[str]:

@@ -25,6 +25,7 @@ def test_a_clean_curve_gives_its_known_capacity_with_a_tight_interval():
     c = capacity(KS, _curve(8))
     assert (c.estimate, c.low, c.high) == (8, 8, 8) and not c.lower_bound
     assert "capacity at ≥ 90% accuracy: 8" in str(c)
+    assert "capacity at binding ≥ 0.5: 8" in str(capacity(KS, _curve(8) - 0.4, threshold=0.5, measure="binding"))
 
 
 def test_a_state_never_filled_is_a_lower_bound_and_one_failing_at_once_is_zero():

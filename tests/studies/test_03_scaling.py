@@ -57,3 +57,31 @@ def test_the_go_no_go_applies_the_sources_rule_only_where_the_ladder_can_carry_i
     verdict, = scaling.go_no_go_verdicts(steep.fits(), steep, p)
     assert verdict.outcome == "held" and verdict.scale == "6 sizes d [1, 2, 3, 4, 5, 6], 160 tokens each (40–40 per " \
                                                           "parameter), context 8"
+
+
+def test_a_profile_with_no_series_runs_no_ladder_and_says_so():
+    """The cpu profile lists no series: 2 cores cannot train a ladder the source's rule can read (≥ 5 sizes at ≥ 20
+    tokens per parameter), so none runs: no runs, no fits, no go/no-go verdict, and the figure's third panel says so."""
+    from matplotlib import pyplot as plt
+
+    from odebook.params.schema import load_yaml
+
+    study = studies.load("03_gdn_scaling")
+    p = study.Params.from_mapping({**load_yaml("params/smoke/03_gdn_scaling.yaml"), "series": []}, "test")
+    ladder = scaling.run_ladder(p, task=None, precision=None)
+    assert ladder.table.empty and ladder.lr_choice.empty and ladder.records == [] and ladder.fits() == {}
+    assert scaling.go_no_go_verdicts(ladder.fits(), ladder, p) == []
+    fig = study.figures.capacity_distance_scaling(*_retrieval_frames(), ladder.table, {}, bins=["a"], chance=0.1,
+                                                  window=4, seeds=2)
+    assert "not run" in " ".join(t.get_text() for t in fig.axes[2].texts)
+    plt.close(fig)
+
+
+def _retrieval_frames():
+    import pandas as pd
+
+    idx = pd.MultiIndex.from_tuples([("d8×1", "random", 1)], names=["size", "set", "k"])
+    by_k = pd.DataFrame({"acc": [0.5], "seed lo": [0.4], "seed hi": [0.6], "best shortcut": [0.3]}, index=idx)
+    by_distance = pd.DataFrame({"acc": [0.5], "seed lo": [0.4], "seed hi": [0.6]},
+                               index=pd.MultiIndex.from_tuples([("d8×1", "a")], names=["size", "bin"]))
+    return by_k, by_distance

@@ -56,6 +56,7 @@ class Capacity:
     ks: tuple[int, ...]
     n: int
     threshold: float
+    measure: str = "accuracy"  # what the curve is: accuracy (a share) or binding (a difference of accuracies)
 
     @property
     def lower_bound(self) -> bool:
@@ -65,7 +66,9 @@ class Capacity:
     def __str__(self) -> str:
         where = (f"≥ {self.estimate} (every tested k up to {self.ks[-1]} reached it)" if self.lower_bound
                  else f"< {self.ks[0]} (the smallest k failed)" if self.estimate == 0 else str(self.estimate))
-        return (f"capacity at ≥ {self.threshold:.0%} accuracy: {where}; seed bootstrap 95 % [{self.low}, {self.high}] "
+        at = (f"≥ {self.threshold:.0%} accuracy" if self.measure == "accuracy"
+              else f"{self.measure} ≥ {self.threshold:g}")
+        return (f"capacity at {at}: {where}; seed bootstrap 95 % [{self.low}, {self.high}] "
                 f"(n = {self.n} seeds, k tested {list(self.ks)})")
 
 
@@ -77,8 +80,8 @@ def _largest(mean: np.ndarray, ks: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def capacity(ks: Sequence[int], accuracy: np.ndarray, *, threshold: float = 0.9, level: float = 0.95,
-             resamples: int = 4000, seed: int = 0) -> Capacity:
-    """``accuracy``: (seeds, len(ks)) accuracies at increasing ``ks``."""
+             resamples: int = 4000, seed: int = 0, measure: str = "accuracy") -> Capacity:
+    """``accuracy``: (seeds, len(ks)) accuracies (or another ``measure`` on their scale) at increasing ``ks``."""
     ks_a, acc = np.asarray(ks, dtype=int), np.asarray(accuracy, dtype=float)
     if acc.ndim != 2 or acc.shape[1] != len(ks_a) or len(ks_a) == 0 or np.any(np.diff(ks_a) <= 0):
         raise ValueError(f"capacity needs accuracies of shape (seeds, {len(ks_a)}) at increasing ks, got shape "
@@ -88,7 +91,7 @@ def capacity(ks: Sequence[int], accuracy: np.ndarray, *, threshold: float = 0.9,
     boot = _largest(acc[rows].mean(axis=1), ks_a, threshold)
     tail = (1 - level) / 2
     low, high = (int(np.quantile(boot, q, method="inverted_cdf")) for q in (tail, 1 - tail))
-    return Capacity(estimate, low, high, tuple(int(k) for k in ks_a), len(acc), threshold)
+    return Capacity(estimate, low, high, tuple(int(k) for k in ks_a), len(acc), threshold, measure)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,8 +265,8 @@ def binding_table(runs: Sequence[Run], arms: Sequence[str], ks: Sequence[int], *
 def capacity_table(runs: Sequence[Run], heads: Sequence[int], ks: Sequence[int], *, layers: int,
                    width: int) -> tuple[dict[int, Capacity], pd.DataFrame]:
     """Each GDN stack's capacity at binding ≥ 0.5 (about half the pairs bound), by its heads, with its state's size."""
-    capacities = {h: capacity(ks, np.array([binding(runs, f"gdn h{h}", k) for k in ks]).T, threshold=0.5)
-                  for h in heads}
+    capacities = {h: capacity(ks, np.array([binding(runs, f"gdn h{h}", k) for k in ks]).T, threshold=0.5,
+                              measure="binding") for h in heads}
     return capacities, pd.DataFrame([{"arm": f"gdn h{h}", "state (numbers)": layers * width * width // h,
                                       "capacity": c.estimate, "lo": c.low, "hi": c.high, "lower bound": c.lower_bound,
                                       "seeds": c.n} for h, c in capacities.items()]).set_index("arm")

@@ -66,8 +66,13 @@ def capacity_distance_scaling(by_k, by_distance, ladder, fits: dict, *, bins: Se
                         fmt="o", capsize=3, color=f"C{j}", label=f"{s} (held-out loss)")
         grid = np.geomspace(lad["non-embedding params"].min() / 2, lad["non-embedding params"].max() * 2, 50)
         ax_fit.plot(grid, fits[s](grid), "--", color=f"C{j}", label=f"{s} fit, α = {fits[s].alpha:.2f}")
-    ax_fit.set(xscale="log", xlabel="non-embedding parameters", ylabel="validation loss", title="scaling")
-    ax_fit.legend(fontsize=8)
+    if fits:
+        ax_fit.set(xscale="log", xlabel="non-embedding parameters", ylabel="validation loss", title="scaling")
+        ax_fit.legend(fontsize=8)
+    else:
+        ax_fit.text(0.5, 0.5, "the ladder was not run\nin this profile", ha="center", va="center",
+                    transform=ax_fit.transAxes)
+        ax_fit.set(xticks=[], yticks=[], title="scaling")
     for ax in (ax_k, ax_d, ax_fit):
         ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -39,9 +39,10 @@ class GDNScalingParams(RetrievalParams):
 
     ladder_d: list[int] = spec([128, 256, 512], ge=8, help="model widths of the size ladder")
     ladder_layers: list[int] = spec([1, 2, 4], ge=1, help="GDN layers at each width")
-    series: list[str] = spec(["hybrid", "gdn"], choices=tuple(SERIES),
+    series: list[str] = spec(["hybrid", "gdn"], choices=tuple(SERIES), min_len=0,
                              help="hybrid: the GDN layers then a state-reading SWA layer (the source's question); "
-                                  "gdn: GDN layers only")
+                                  "gdn: GDN layers only; none: the ladder is not run (a machine that cannot train "
+                                  "one its go/no-go can read)")
     lr_grid: list[float] = spec([3e-4, 1e-3, 3e-3], gt=0.0, le=1.0,
                                 help="language-model learning rates tried per size (first seed, validation split)")
     retrieval_sizes: list[int] = spec([0, 1, 2], ge=0,

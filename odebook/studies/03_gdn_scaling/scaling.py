@@ -81,6 +81,17 @@ class Ladder:
     losses: dict[tuple[str, str], list[float]]
     records: list[dict]
 
+    @classmethod
+    def empty(cls) -> "Ladder":
+        """No series run: no rates, no rows, no fits."""
+        rates = pd.DataFrame(columns=["series", "size", "lr", "val_loss", "chosen"]).set_index(["series", "size", "lr"])
+        return cls(rates, pd.DataFrame(columns=["series", "size"]).set_index(["series", "size"]), {}, [])
+
+    def shown(self) -> pd.DataFrame:
+        """The table's columns a reader compares across sizes."""
+        return self.table[["lr", "tokens", "non-embedding params", "tokens per parameter", "seeds", "val_loss",
+                           "val_loss_lo", "val_loss_hi", "val_ppl", "test_ppl", "ms_per_step"]]
+
     def fits(self) -> dict[str, PowerLaw]:
         """L(N) = a·N^(−α) + c per series, on non-embedding parameters and the mean validation loss at each size."""
         return {s: power_law_fit(rows["non-embedding params"].tolist(), rows["val_loss"].tolist())
@@ -89,7 +100,7 @@ class Ladder:
 
 def run_ladder(p, task, precision, **options) -> Ladder:
     """Every series of ``p`` at every size: the rate of ``p.lr_grid`` chosen on the seed plan's tuning seed, then every
-    confirmatory seed at it (``experiment.tune_then_run``)."""
+    confirmatory seed at it (``experiment.tune_then_run``). No series: an empty ladder (no runs, no fits)."""
     tokens = p.steps * p.batch_size * p.seq_len
     lr_rows, rows, losses, records = [], [], {}, []
     for s in p.series:
@@ -105,6 +116,8 @@ def run_ladder(p, task, precision, **options) -> Ladder:
             n = block_params(runs[0].module)
             rows.append({"series": s, "size": size, "lr": chosen[name], "tokens": tokens, "non-embedding params": n,
                          "tokens per parameter": tokens / n, **summarize(runs).iloc[0].to_dict()})
+    if not rows:
+        return Ladder.empty()
     return Ladder(pd.DataFrame(lr_rows).set_index(["series", "size", "lr"]),
                   pd.DataFrame(rows).set_index(["series", "size"]), losses, records)
 

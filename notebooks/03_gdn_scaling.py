@@ -24,8 +24,8 @@
 # accuracy curves of multi-query associative recall (MQAR, the Zoology testbed) against the number of pairs and the
 # state's size — measured as the accuracy binding adds (first queries on sequences as drawn against the same
 # sequences with their pairs re-bound, which a model that binds nothing answers alike), beside full attention (the
-# positive control, which keeps every pair) and a no-state control trained the same way; three primary claims, each
-# beside a negative control that binds nothing, seeds in looks (below).
+# positive control, which keeps every pair) and a no-state control trained the same way; two primary claims and a
+# secondary, each beside a negative control that binds nothing, seeds in looks (below).
 #
 # **What a GDN-only ablation can and cannot show.** In a stack of GDN layers nothing but the state (and a 4-token
 # convolution) carries information between distant tokens, so zeroing the read-out leaves a constant guess: the accuracy
@@ -136,11 +136,12 @@ display(pd.Series(mechanism, name="retrieval MSE").to_frame())
 # from disjoint halves, `k` pairs at the start of a sequence, then the same `k` keys as queries at power-law gaps,
 # the loss and the accuracy only at the queries. The arms, each `mqar_layers` layers deep at width `mqar_width`:
 # - **GDN stacks** with the head counts `mqar_heads`. A layer's state holds width² / heads numbers, so at one width
-#   fewer heads is a larger state with weights of the same shapes (the q, k, v, output-gate and output projections do
-#   not depend on the head count; the per-head β and decay gates do, width · heads numbers). The head count also sets
-#   the key dimension each head normalises and reads over — the state's shape, not only its size — and the initial
-#   weights differ (the per-head gates draw first), so the comparison is of two ways to split one width, the state
-#   the main thing they differ in;
+#   fewer heads is a larger state (the q, k, v, output-gate and output projections do not depend on the head count;
+#   the per-head β and decay gates do, width · heads numbers, and fewer heads draw fewer decay rates). The head count
+#   also sets each head's key dimension (width / heads: 4 at eight heads, 32 at one), which the keys are normalised
+#   over, the read is scaled by (1/√K) and the read-out norm runs over — the state's shape, not only its size — and the
+#   initial weights differ (the per-head gates draw first). So the comparison is of two ways to split one width: the
+#   state's size and its keys' dimension change together, and the claims say so;
 # - beside each, its **no-state control**: the same stack with its state emptied before every write (this study's
 #   `no_state`: the same projections, short convolutions, β, read-out norm and output gate, and the same initial
 #   weights for a seed), so it differs in one thing, memory across tokens — it sees what its convolutions reach, six
@@ -180,8 +181,11 @@ display(pd.Series(mechanism, name="retrieval MSE").to_frame())
 # no control). The primaries:
 # 1. **the smaller state fills up** — its binding falls from the fewest pairs to the most; control: its no-state
 #    stack's fall (a model that sees only six tokens back answers some first queries at few pairs, where a query can
-#    stand near its pair, and fewer at many: a fall made by reach or by the task's difficulty, not by a full state,
-#    would show there);
+#    stand near its pair, and fewer at many: a fall made by reach, not by a full state, would show there; that the
+#    task at many pairs can be done at all, the larger state and attention show). At sixteen pairs the first query
+#    also stands further from its pair (about 17 tokens on average, a few at two pairs), so a state that forgets by
+#    its decay gate would fall too: the larger state, whose gates decay the same way, and attention bound the
+#    distance's share, but no arm scores two pairs at sixteen pairs' distance — a check the book does not yet run;
 # 2. **a larger state binds more** — the larger state's binding minus the smaller's at the most pairs, where a state
 #    can be full (at the fewest pairs both sit near a binder's ceiling, and an average over k would dilute the
 #    difference by design); control: the same difference between the no-state stacks (the head count alone, with no
@@ -379,19 +383,19 @@ notebook.save_results(
 # short convolution, so it differed from the GDN stacks in two ways; the control for "fills up" was attention at its
 # ceiling, which cannot hold; every arm's rate came from a two-point grid on one tuning seed, flagged untuned; and the
 # name → colour claim's control was the trained stack with its state zeroed at test. Hence: the state's size varied by
-# the head count at one width (weights of the same shapes); the no-state control built as the GDN stack with its state
-# emptied before every write (`no_state`, tested against the delta rule's reference), at each head count, and every
-# negative control the same test on those trained stacks; a learned gate for every arm, seed by seed; 1,600 steps; the
-# book's one tuning rule on two tuning seeds with the grid extended past an edge; the name → colour control a trained
-# no-state stack. The pilot (this Xeon, seeds 1100–1101 at 3e-3, 1,600 steps; binding at k = 2 / 16): one head 0.77 /
-# 0.70 and 0.92 / 0.92; four heads 0.92 / 0.59 and 0.92 / 0.80; eight heads 0.92 / 0.63 (seed 1100); the no-state stack
-# at four heads 0.01 / −0.01 and −0.01 / 0.00, with accuracy over every query at k = 2 of 0.23 and 0.20 (chance 0.06).
-# Every arm learned, and the pilot already shows what the claims test: the four-head state falls by 0.12–0.33 where the
-# one-head state barely falls, while at two pairs one head binds no better than four. A second reader of this design,
-# before its run, found the first claim ("the larger state binds") nearly implied by its learned gate — it is now a
-# secondary — and the third diluted by its average over k (at two pairs both states sit near the ceiling) — it is now
-# read at the most pairs; and estimated from the pilot's spread that "fills up" needs about 15 seeds at α / 3 (now α /
-# 2) and "binds more", whose pilot differences (0.11, 0.12) sit at the margin, far more: at six seeds either may stay
+# the head count at one width (projections of the same shapes); the no-state control built as the GDN stack with its
+# state emptied before every write (`no_state`, tested against the delta rule's reference), at each head count, and
+# every negative control the same test on those trained stacks; a learned gate for every arm, seed by seed; 1,600 steps;
+# the book's one tuning rule on two tuning seeds with the grid extended past an edge; the name → colour control a
+# trained no-state stack. The pilot (this Xeon, seeds 1100–1101 at 3e-3, 1,600 steps; binding at k = 2 / 16): one head
+# 0.77 / 0.70 and 0.92 / 0.92; four heads 0.92 / 0.59 and 0.92 / 0.80; eight heads 0.92 / 0.63 (seed 1100); the no-state
+# stack at four heads 0.01 / −0.01 and −0.01 / 0.00, with accuracy over every query at k = 2 of 0.23 and 0.20 (chance
+# 0.06). Every arm learned, and the pilot already shows what the claims test: the four-head state falls by 0.12–0.33
+# where the one-head state barely falls, while at two pairs one head binds no better than four. A second reader of this
+# design, before its run, found the first claim ("the larger state binds") nearly implied by its learned gate — it is
+# now a secondary — and the third diluted by its average over k (at two pairs both states sit near the ceiling) — it is
+# now read at the most pairs; and estimated from the pilot's spread that "fills up" needs about 15 seeds at α / 3 (now α
+# / 2) and "binds more", whose pilot differences (0.11, 0.12) sit at the margin, far more: at six seeds either may stay
 # inconclusive, which the verdicts then say with the seeds they would need.
 #
 # **The designs before.** The run of 2026-11-27 (seeds 0–3) claimed first-query accuracy above the best

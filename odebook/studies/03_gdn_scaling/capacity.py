@@ -178,10 +178,12 @@ def binding_claims(a: Arms) -> list[Claim]:
     def control(of: Claim, part: str, what: str, *arms) -> Claim:
         return dataclasses.replace(negative_control(of, part, what), rests_on=on(*arms))
 
-    fills = claim(f"the smaller GDN state ({a.small}) fills up: its binding falls from {few} to {most} pairs by more "
-                  f"than {m}", parts=(a.fills,), rests_on=on(a.small, a.no_state_small))
-    more = claim(f"a larger state binds more: at {most} pairs, {a.large}'s binding minus {a.small}'s (the same width, "
-                 f"{a.heads[0] // a.heads[-1]}× the state) exceeds {m}", parts=(a.more,),
+    small, large = (f"{h} head{'s' * (h > 1)} of {a.width // h}-dim keys" for h in (a.heads[0], a.heads[-1]))
+    fills = claim(f"the smaller GDN state ({a.small}: {small}) fills up: its binding falls from {few} to {most} pairs "
+                  f"by more than {m}", parts=(a.fills,), rests_on=on(a.small, a.no_state_small))
+    more = claim(f"a larger state binds more: at {most} pairs, {a.large}'s binding minus {a.small}'s exceeds {m} (the "
+                 f"same width: {large} against {small}, {a.heads[0] // a.heads[-1]}× the state — the state's size and "
+                 "its keys' dimension change together)", parts=(a.more,),
                  rests_on=on(a.large, a.small, a.no_state_large, a.no_state_small))
     binds = claim(f"the larger GDN state ({a.large}) binds: at {few} pairs it answers the first query better on the "
                   f"sequences as drawn than re-bound, by more than {m}", primary=False, parts=(a.binds,),
@@ -268,6 +270,7 @@ def capacity_table(runs: Sequence[Run], heads: Sequence[int], ks: Sequence[int],
     capacities = {h: capacity(ks, np.array([binding(runs, f"gdn h{h}", k) for k in ks]).T, threshold=0.5,
                               measure="binding") for h in heads}
     return capacities, pd.DataFrame([{"arm": f"gdn h{h}", "state (numbers)": layers * width * width // h,
+                                      "key dimension": width // h,
                                       "capacity": c.estimate, "lo": c.low, "hi": c.high, "lower bound": c.lower_bound,
                                       "seeds": c.n} for h, c in capacities.items()]).set_index("arm")
 

@@ -53,7 +53,7 @@ class GDNScalingParams(RetrievalParams):
     mqar_heads: list[int] = spec([8, 2], ge=1, min_len=2,
                                  help="MQAR: heads of the GDN stacks and their no-state controls, most first — a "
                                       "layer's state holds width² / heads numbers, so fewer heads is a larger state "
-                                      "on the same weights")
+                                      "with longer keys (width / heads dimensions) on projections of the same shapes")
     mqar_layers: int = spec(2, ge=1, help="MQAR: layers of every stack, the no-state control's included")
     mqar_train_ks: list[int] = spec([4, 8, 16, 32, 64], ge=1, help="MQAR: pairs per sequence in training, in turn")
     mqar_eval_ks: list[int] = spec([4, 8, 16, 32, 64], ge=1, min_len=2,

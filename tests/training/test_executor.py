@@ -212,9 +212,8 @@ def smoke_then_cluster(tmp_path: Path, cluster: str) -> tuple[dict, dict]:
     book = runner.Book(ROOT / "notebooks", params, tmp_path / "outputs")
     ran = [runner.run_book(book, profile, ["01_gradient_flow"])[0] for profile in ("smoke", "cluster")]
     assert all(r.ok for r in ran), [r.error for r in ran]
-    smoke, cluster_ = (json.loads((tmp_path / "outputs" / p / "01_gradient_flow" / "results.json").read_text())
-                       for p in ("smoke", "cluster"))
-    return smoke, cluster_
+    return tuple(json.loads((tmp_path / "outputs" / p / "01_gradient_flow" / "results.json").read_text())
+                 for p in ("smoke", "cluster"))
 
 
 def without_slurm(monkeypatch) -> None:

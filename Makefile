@@ -62,11 +62,19 @@ lab:  ## JupyterLab on notebooks/ ("Run all" uses params/<PROFILE>; ODEBOOK_DATA
 		ODEBOOK_PROFILE=$(PROFILE) $(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(abspath $(ODEBOOK_DATA))) \
 		$(VENV)/bin/jupyter lab $(LAB_ARGS) notebooks
 
-test:  ## the fast suite: unit tests, references, causality, parameters, pairing (no notebook executions)
-	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m pytest -m "not slow"
+# The suite on TEST_WORKERS processes (pytest-xdist; a .venv made before it runs them in one), then the tests marked
+# `alone` (wall-clock timings, other processes' load) with nothing beside them; pytest's exit 5 (no test selected)
+# is no failure there.
+TEST_WORKERS ?= 2
+PYTEST = $(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m pytest
+XDIST = $(shell $(PY) -c 'import xdist' 2>/dev/null && printf -- '-n %s' $(TEST_WORKERS))
+test:  ## the fast suite: unit tests, references, causality, parameters, pairing (no notebook executions); TEST_WORKERS=2
+	$(PYTEST) $(XDIST) -m "not slow and not alone"
+	$(PYTEST) -m "not slow and alone" || [ $$? = 5 ]
 
-test-all:  ## everything: the fast suite, then the slow tests (smoke execution of every notebook, fresh venvs, DDP)
-	$(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m pytest
+test-all:  ## everything, as CI runs it: the fast suite and the slow tests (smoke book, fresh venvs, DDP); TEST_WORKERS=2
+	$(PYTEST) $(XDIST) -m "not alone"
+	$(PYTEST) -m alone || [ $$? = 5 ]
 
 lint:  ## ruff check (pyproject's [tool.ruff]: pycodestyle and pyflakes, lines of 120); CI runs it before the tests
 	$(PY) -m ruff check .

@@ -28,6 +28,14 @@ if "ODEBOOK_DATA" not in os.environ and SHARED_DATA.is_dir():
 pin_data_dir()  # `make test ODEBOOK_DATA=../shared/data`: the notebooks' kernels run in notebooks/
 
 
+def pytest_collection_modifyitems(items):
+    """Every test that reads the smoke book runs alone (marker ``alone``): the book's wall-clock times are compared
+    with their estimates, and one run of it serves them all (with the parallel workers, each worker would run it)."""
+    for item in items:
+        if "smoke_book" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.alone)
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

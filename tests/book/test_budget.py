@@ -269,6 +269,7 @@ def test_an_estimate_is_probed_once_per_machine_code_and_parameters(root, monkey
     assert "could not estimate (RuntimeError: probed again)" in budget.announce(changed, tmp_path)[0]
 
 
+@pytest.mark.alone
 def test_others_counts_what_other_processes_took_while_a_block_ran():
     """A busy loop of this process's own counts for nothing; one in another process counts for about a core."""
     import subprocess

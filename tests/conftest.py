@@ -26,6 +26,12 @@ def runs_made(results: dict) -> int:
 if "ODEBOOK_DATA" not in os.environ and SHARED_DATA.is_dir():
     os.environ["ODEBOOK_DATA"] = str(SHARED_DATA)
 pin_data_dir()  # `make test ODEBOOK_DATA=../shared/data`: the notebooks' kernels run in notebooks/
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one of TEST_WORKERS processes (Makefile): its share of the cores
+    import torch
+
+    threads = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # and that of the kernels and scripts it starts
+    torch.set_num_threads(threads)
 
 
 def pytest_collection_modifyitems(items):

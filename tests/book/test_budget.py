@@ -219,10 +219,14 @@ def test_runs_side_by_side_are_probed_on_one_thread_and_shared_among_the_workers
     monkeypatch.setattr(budget, "_setup", lambda runs, precision: 0.2)
     monkeypatch.setattr(budget, "_cpu_share", lambda: 1.0)
     p = params("smoke", "02_time_indexed")
-    parts = {}
-    for ex in (Local(), Workers(2)):
-        monkeypatch.setattr(notebook, "executor", lambda params, out, ex=ex: ex)
-        parts[ex] = dict(budget.estimate(p, CPU).parts)
+    parts, threads = {}, torch.get_num_threads()
+    torch.set_num_threads(2)  # this process's threads (a parallel test worker has one: tests/conftest.py)
+    try:
+        for ex in (Local(), Workers(2)):
+            monkeypatch.setattr(notebook, "executor", lambda params, out, ex=ex: ex)
+            parts[ex] = dict(budget.estimate(p, CPU).parts)
+    finally:
+        torch.set_num_threads(threads)
     here, side = parts[Local()], parts[Workers(2)]
     for part in ("seeds: training", "lr grid: training"):
         assert side[part] == pytest.approx(here[part] * 1.5 / 2)

@@ -67,13 +67,13 @@ lab:  ## JupyterLab on notebooks/ ("Run all" uses params/<PROFILE>; ODEBOOK_DATA
 # is no failure there.
 TEST_WORKERS ?= 2
 PYTEST = $(if $(ODEBOOK_DATA),ODEBOOK_DATA=$(ODEBOOK_DATA)) $(PY) -m pytest
-XDIST = $(shell $(PY) -c 'import xdist' 2>/dev/null && printf -- '-n %s' $(TEST_WORKERS))
+XDIST = $(shell $(PY) -c 'import xdist' 2>/dev/null && printf -- '-n %s --dist worksteal' $(TEST_WORKERS))
 test:  ## the fast suite: unit tests, references, causality, parameters, pairing (no notebook executions); TEST_WORKERS=2
 	$(PYTEST) $(XDIST) -m "not slow and not alone"
 	$(PYTEST) -m "not slow and alone" || [ $$? = 5 ]
 
 test-all:  ## everything, as CI runs it: the fast suite and the slow tests (smoke book, fresh venvs, DDP); TEST_WORKERS=2
-	$(PYTEST) $(XDIST) -m "not alone"
+	$(PYTEST) $(XDIST) --durations=25 -m "not alone"
 	$(PYTEST) -m alone || [ $$? = 5 ]
 
 lint:  ## ruff check (pyproject's [tool.ruff]: pycodestyle and pyflakes, lines of 120); CI runs it before the tests

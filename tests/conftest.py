@@ -37,8 +37,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one of TEST_WORKERS processes (Make
 def pytest_collection_modifyitems(items):
     """Every test that reads the smoke book runs alone (marker ``alone``): the book's wall-clock times are compared
     with their estimates, and one run of it serves them all (with the parallel workers, each worker would run it).
-    The slow tests go first, so that the parallel workers start on the long ones and end on short ones together (the
-    longest first: in collection order the last few minutes were one worker's alone)."""
+    The slow tests go first, so that the parallel workers start on the long ones and end on short ones together (in
+    collection order the longest, training/'s and test_readme's, came last)."""
     for item in items:
         if "smoke_book" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.alone)

@@ -29,7 +29,9 @@ pin_data_dir()  # `make test ODEBOOK_DATA=../shared/data`: the notebooks' kernel
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one of TEST_WORKERS processes (Makefile): its share of the cores
     import torch
 
-    threads = max(1, (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    from odebook.training.executor import usable_cores
+
+    threads = max(1, usable_cores() // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
     os.environ["OMP_NUM_THREADS"] = str(threads)  # and that of the kernels and scripts it starts
     torch.set_num_threads(threads)
 

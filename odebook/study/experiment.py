@@ -30,7 +30,7 @@ from torch import nn
 from odebook.training import checkpoint as ckpt
 from odebook.training.fingerprint import run_fingerprint, stored_key
 from odebook.study.flops import forward_flops
-from odebook.study.lr_grid import check_tried
+from odebook.study.lr_grid import check_tried, choose
 from odebook.models.lm import count_params, ode_blocks, param_groups
 from odebook.params.seeds import SeedPlan
 from odebook.training.runtime import Precision, seed_everything
@@ -222,10 +222,11 @@ def _scored(run: Run, task: Task, precision: Precision, keep: bool | Collection[
 def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config: TrainConfig, precision: Precision,
             *, lrs: Sequence[float], seeds: Sequence[int], progress: bool = True, checkpoints: Path | None = None,
             fresh: bool = False, key: Mapping | None = None, executor: Executor | None = None,
-            max_extensions: int = 0) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
+            max_extensions: int = 0, tie: float = 0.0) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
     """The book's one tuning rule, the same for every arm: train each model at each lr in ``lrs`` on every one of
-    the tuning ``seeds`` and choose the lr with the lowest mean final validation loss over them (a rate at which the
-    loss diverges on any seed counts as infinite). A model whose choice lies at an edge of what it tried trains one
+    the tuning ``seeds`` and choose the lr with the lowest mean final validation loss over them, or the largest lr
+    within ``tie`` of that loss (``lr_grid.choose``; a rate at which the loss diverges on any seed counts as
+    infinite). A model whose choice lies at an edge of what it tried trains one
     grid step beyond that edge, at most ``max_extensions`` times (study.lr_grid; ``lr_grid.check_tried`` on the table
     says which choices stayed untuned). Neither the test split nor ``task.score`` is scored here. Returns the chosen
     lr per model, the grid's table (model × lr → mean final validation loss; NaN where a model did not try that lr)
@@ -254,7 +255,7 @@ def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config:
                 for (name, lr, _), run in results.items()]
         table = (pd.DataFrame(rows).groupby(["model", "lr"]).val_loss.mean().unstack().loc[list(builders)]
                  .rename_axis(columns="lr"))
-        chosen = {name: float(table.loc[name].idxmin()) for name in builders}
+        chosen = {name: choose(table.loc[name], tie=tie) for name in builders}
         tried = {name: sorted({lr for (n, lr, _) in results if n == name}) for name in builders}
         todo = [(name, c.value) for name, c in check_tried(tried, chosen, lrs, max_extensions=max_extensions).items()
                 if c.action == "extend"] if max_extensions > 0 else []

@@ -119,15 +119,16 @@ def run_in_looks(run: Callable[..., list], claims: Sequence[Claim],
 
 def tune_then_look(builders: Mapping[str, Callable], task, config, precision, claims: Sequence[Claim],
                    values_of: Callable[[list], Mapping[str, Sequence[float]]], *, lrs: Sequence[float],
-                   plan: SeedPlan, alpha: float = 0.05, max_extensions: int = 0, run_only: Mapping | None = None,
-                   **options) -> tuple[Looked, pd.DataFrame, dict[str, GridChoice]]:
-    """Each arm's learning rate chosen on the plan's tuning seeds (``experiment.tune_lr`` on validation, extending
-    the grid past an edge at most ``max_extensions`` times; ``lr_grid.annotate`` writes each choice and how its tuning
-    ended beside the grid's table), then every arm at its rate on the plan's seeds in looks (``run_in_looks``).
+                   plan: SeedPlan, alpha: float = 0.05, max_extensions: int = 0, tie: float = 0.0,
+                   run_only: Mapping | None = None, **options) -> tuple[Looked, pd.DataFrame, dict[str, GridChoice]]:
+    """Each arm's learning rate chosen on the plan's tuning seeds (``experiment.tune_lr`` on validation: the largest
+    rate within ``tie`` of the lowest loss, extending the grid past an edge at most ``max_extensions`` times;
+    ``lr_grid.annotate`` writes each choice and how its tuning ended beside the grid's table), then every arm at its
+    rate on the plan's seeds in looks (``run_in_looks``).
     ``options`` pass on to the grid's runs and the study's alike, ``run_only`` (log_dir, keep, groups) to the study's.
     Returns the looks, the annotated grid table (its "chosen lr" column the rates) and each arm's ``GridChoice``."""
     chosen, table, _ = tune_lr(builders, task, config, precision, lrs=lrs, seeds=plan.tuning,
-                               max_extensions=max_extensions, **options)
+                               max_extensions=max_extensions, tie=tie, **options)
     status = annotate(table, chosen, lrs, max_extensions=max_extensions)
     configs = {name: replace(config, lr=chosen[name]) for name in builders}
 

@@ -1,17 +1,19 @@
 """Learning-rate selection that says when it is untuned. A value chosen at the edge of its grid may lie beyond it:
 extend the grid one step in that direction (the grid's own ratio at that edge), at most ``max_extensions`` times,
 or — where the profile forbids it or the extensions are spent — flag the choice as untuned, so that the report and
-the claims resting on it can say so. Pure functions: study.experiment.tune_lr acts on them (its ``max_extensions``),
-and ``annotate`` writes what they found beside a tuned grid's table."""
+the claims resting on it can say so. ``choose`` picks a rate from the grid's losses: the lowest, or the largest rate
+that ties it. Pure functions: study.experiment.tune_lr acts on them (its ``tie`` and ``max_extensions``), and
+``annotate`` writes what they found beside a tuned grid's table."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
-__all__ = ["GridChoice", "check_grid", "check_tried", "annotate"]
+__all__ = ["GridChoice", "choose", "check_grid", "check_tried", "annotate"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,23 @@ class GridChoice:
     value: float | None
     edge: str
     note: str
+
+
+def choose(final: Mapping[float, float], *, tie: float = 0.0) -> float:
+    """The rate to train at, from each tried rate's mean final validation loss (NaN: not tried; infinite: diverged):
+    the one with the lowest loss, or — where other rates came within ``tie`` of that loss — the largest of them. On a
+    task that every rate of the grid solves, differences of a thousandth of a nat are noise, and the lowest loss then
+    picks at random a rate that is often the slowest one, which may stop mid-transition on another seed; the largest
+    rate that ties learns soonest. ``tie`` 0: the lowest loss alone. Where every rate diverged, the lowest rate."""
+    if not tie >= 0:
+        raise ValueError(f"a tie is a loss difference of 0 or more, got {tie!r}")
+    tried = {float(lr): float(v) for lr, v in final.items() if not math.isnan(v)}
+    if not tried:
+        raise ValueError(f"no rate to choose from: every loss is NaN ({dict(final)})")
+    best = min(tried.values())
+    if math.isinf(best):
+        return min(tried)
+    return max(lr for lr, v in tried.items() if v <= best + tie)
 
 
 def check_grid(grid: Sequence[float], chosen: float, *, extensions: int = 0, max_extensions: int = 2,

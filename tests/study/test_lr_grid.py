@@ -53,3 +53,21 @@ def test_annotate_writes_the_choice_and_how_its_tuning_ended_beside_the_grid():
     assert "top of the grid" in status["b"].note  # b never trained at 4e-3: its choice is at its own grid's edge
     shared = pd.DataFrame({1e-3: [2.0], 2e-3: [1.9]}, index=["a"])
     assert annotate(shared, {"a": 2e-3}, [1e-3, 2e-3], tried={"a": [1e-3, 2e-3, 4e-3]})["a"].action == "tuned"
+
+
+def test_choose_takes_the_lowest_loss_or_the_largest_rate_that_ties_it():
+    import math
+
+    from odebook.study.lr_grid import choose
+
+    solved = {2.5e-4: 1.1e-8, 5e-4: 1.2e-8, 1e-3: 2.6e-4, 2e-3: 0.0225}
+    assert choose(solved) == 2.5e-4  # tie 0: the lowest loss alone, as before
+    assert choose(solved, tie=0.01) == 1e-3  # every rate within 0.01 nats of the best ties it: the largest
+    assert choose(solved, tie=0.05) == 2e-3
+    assert choose({1e-3: 1.0, 2e-3: math.inf, 5e-4: float("nan")}, tie=10.0) == 1e-3  # diverged and untried never
+    assert choose({1e-3: math.inf, 2e-3: math.inf}) == 1e-3  # every rate diverged: the lowest, flagged downstream
+    with pytest.raises(ValueError, match="tie"):
+        choose(solved, tie=-0.1)
+    with pytest.raises(ValueError, match="no rate"):
+        choose({1e-3: float("nan")})
+

@@ -224,8 +224,8 @@ def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config:
             fresh: bool = False, key: Mapping | None = None, executor: Executor | None = None,
             max_extensions: int = 0, tie: float = 0.0) -> tuple[dict[str, float], pd.DataFrame, list[Run]]:
     """The book's one tuning rule, the same for every arm: train each model at each lr in ``lrs`` on every one of
-    the tuning ``seeds`` and choose the lr with the lowest mean final validation loss over them, or the largest lr
-    within ``tie`` of that loss (``lr_grid.choose``; a rate at which the loss diverges on any seed counts as
+    the tuning ``seeds`` and choose the lr with the lowest mean final validation loss over them, or the middle one of
+    the rates within ``tie`` of that loss (``lr_grid.choose``; a rate at which the loss diverges on any seed counts as
     infinite). A model whose choice lies at an edge of what it tried trains one
     grid step beyond that edge, at most ``max_extensions`` times (study.lr_grid; ``lr_grid.check_tried`` on the table
     says which choices stayed untuned). Neither the test split nor ``task.score`` is scored here. Returns the chosen

@@ -121,8 +121,8 @@ def tune_then_look(builders: Mapping[str, Callable], task, config, precision, cl
                    values_of: Callable[[list], Mapping[str, Sequence[float]]], *, lrs: Sequence[float],
                    plan: SeedPlan, alpha: float = 0.05, max_extensions: int = 0, tie: float = 0.0,
                    run_only: Mapping | None = None, **options) -> tuple[Looked, pd.DataFrame, dict[str, GridChoice]]:
-    """Each arm's learning rate chosen on the plan's tuning seeds (``experiment.tune_lr`` on validation: the largest
-    rate within ``tie`` of the lowest loss, extending the grid past an edge at most ``max_extensions`` times;
+    """Each arm's learning rate chosen on the plan's tuning seeds (``experiment.tune_lr`` on validation: the middle
+    of the rates within ``tie`` of the lowest loss, extending the grid past an edge at most ``max_extensions`` times;
     ``lr_grid.annotate`` writes each choice and how its tuning ended beside the grid's table), then every arm at its
     rate on the plan's seeds in looks (``run_in_looks``).
     ``options`` pass on to the grid's runs and the study's alike, ``run_only`` (log_dir, keep, groups) to the study's.

@@ -1,8 +1,8 @@
 """Learning-rate selection that says when it is untuned. A value chosen at the edge of its grid may lie beyond it:
 extend the grid one step in that direction (the grid's own ratio at that edge), at most ``max_extensions`` times,
 or — where the profile forbids it or the extensions are spent — flag the choice as untuned, so that the report and
-the claims resting on it can say so. ``choose`` picks a rate from the grid's losses: the lowest, or the largest rate
-that ties it. Pure functions: study.experiment.tune_lr acts on them (its ``tie`` and ``max_extensions``), and
+the claims resting on it can say so. ``choose`` picks a rate from the grid's losses: the lowest, or the middle of the
+rates that tie it. Pure functions: study.experiment.tune_lr acts on them (its ``tie`` and ``max_extensions``), and
 ``annotate`` writes what they found beside a tuned grid's table."""
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ class GridChoice:
 
 def choose(final: Mapping[float, float], *, tie: float = 0.0) -> float:
     """The rate to train at, from each tried rate's mean final validation loss (NaN: not tried; infinite: diverged):
-    the one with the lowest loss, or — where other rates came within ``tie`` of that loss — the largest of them. On a
-    task that every rate of the grid solves, differences of a thousandth of a nat are noise, and the lowest loss then
-    picks at random a rate that is often the slowest one, which may stop mid-transition on another seed; the largest
-    rate that ties learns soonest. ``tie`` 0: the lowest loss alone. Where every rate diverged, the lowest rate."""
+    the one with the lowest loss, or — where other rates came within ``tie`` of that loss — the middle one of them (the
+    lower of two middles, as an exact tie at ``tie`` 0 takes the lower rate). Where several rates solve a task on the
+    tuning seeds, their differences are noise, and the lowest loss picks a rate at random, often at an end of the span,
+    where another seed fails: at the slow end it has not finished learning in its steps, at the fast end it stalls.
+    The middle of the span lies furthest from both. Where every rate diverged, the lowest rate."""
     if not tie >= 0:
         raise ValueError(f"a tie is a loss difference of 0 or more, got {tie!r}")
     tried = {float(lr): float(v) for lr, v in final.items() if not math.isnan(v)}
@@ -41,7 +42,8 @@ def choose(final: Mapping[float, float], *, tie: float = 0.0) -> float:
     best = min(tried.values())
     if math.isinf(best):
         return min(tried)
-    return max(lr for lr, v in tried.items() if v <= best + tie)
+    tied = sorted(lr for lr, v in tried.items() if v <= best + tie)
+    return tied[(len(tied) - 1) // 2]
 
 
 def check_grid(grid: Sequence[float], chosen: float, *, extensions: int = 0, max_extensions: int = 2,

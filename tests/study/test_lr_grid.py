@@ -55,15 +55,17 @@ def test_annotate_writes_the_choice_and_how_its_tuning_ended_beside_the_grid():
     assert annotate(shared, {"a": 2e-3}, [1e-3, 2e-3], tried={"a": [1e-3, 2e-3, 4e-3]})["a"].action == "tuned"
 
 
-def test_choose_takes_the_lowest_loss_or_the_largest_rate_that_ties_it():
+def test_choose_takes_the_lowest_loss_or_the_middle_of_the_rates_that_tie_it():
     import math
 
     from odebook.study.lr_grid import choose
 
-    solved = {2.5e-4: 1.1e-8, 5e-4: 1.2e-8, 1e-3: 2.6e-4, 2e-3: 0.0225}
+    solved = {2.5e-4: 1.1e-8, 5e-4: 1.2e-8, 1e-3: 2.6e-4, 2e-3: 0.0225, 4e-3: 0.3}
     assert choose(solved) == 2.5e-4  # tie 0: the lowest loss alone, as before
-    assert choose(solved, tie=0.01) == 1e-3  # every rate within 0.01 nats of the best ties it: the largest
-    assert choose(solved, tie=0.05) == 2e-3
+    assert choose(solved, tie=0.01) == 5e-4  # three rates within 0.01 nats of the best: the middle one
+    assert choose(solved, tie=0.05) == 5e-4  # four: the lower of the two middles
+    assert choose(solved, tie=1.0) == 1e-3
+    assert choose({1e-3: 1.0, 2e-3: 1.0}) == 1e-3  # an exact tie at tie 0: the lower rate (pandas' idxmin's first)
     assert choose({1e-3: 1.0, 2e-3: math.inf, 5e-4: float("nan")}, tie=10.0) == 1e-3  # diverged and untried never
     assert choose({1e-3: math.inf, 2e-3: math.inf}) == 1e-3  # every rate diverged: the lowest, flagged downstream
     with pytest.raises(ValueError, match="tie"):

@@ -46,9 +46,8 @@ class GradientFlowParams(ODEHybridParams):
     lr_extensions: int = spec(2, ge=0, help="times an arm whose chosen rate lies at an edge of what it tried trains "
                                             "one grid step beyond it (study.lr_grid), so that the grid brackets "
                                             "each arm's choice")
-    lr_tie: float = spec(1e-3, ge=0.0, help="nats of mean final validation loss within which a larger rate ties the "
-                                            "lowest and is chosen instead (study.lr_grid.choose): a rate that solved "
-                                            "the task as far as the best did, and learns sooner")
+    lr_tie: float = spec(1e-3, ge=0.0, help="nats of mean final validation loss within which rates tie the lowest; "
+                                            "the middle one of them is chosen (study.lr_grid.choose)")
     lm_seeds: int = spec(3, ge=0, help="seeds of the WikiText section (descriptive); 0 = none")
     margin: float = spec(0.05, gt=0.0, help="non-inferiority margin, nats of test loss on the task's answers: the "
                                             "hybrid may be worse than the baseline by less than this; the gate asks "

@@ -56,9 +56,9 @@
 # **Scale** (each profile's values are in params/<profile>/01_gradient_flow.yaml; how they were chosen is in the
 # appendix). *cpu*: d 64, 2 layers with layer 1 replaced, MQAR with 8 keys and 4 pairs in 32 tokens, the flow's α
 # from the source's 0.1, 3,000 steps of 32 sequences, each arm's rate chosen on two tuning seeds from {2.5e-4, 5e-4,
-# 1e-3} (the middle of the rates that tie), 3 confirmatory seeds with one analysis — it decides only large effects. *t4* (this cell): the source's
-# width d 256 on MQAR with 16 keys and 4 pairs in 64 tokens, α from 1.0 with the source's 0.1 beside it, up to 12
-# seeds with looks at 3, 6 and 9.
+# 1e-3} (the middle of the rates that tie), 3 confirmatory seeds with one analysis — it decides only large effects.
+# *t4* (this cell): the source's width d 256 on MQAR with 16 keys and 4 pairs in 64 tokens, α from 1.0 with the
+# source's 0.1 beside it, up to 12 seeds with looks at 3, 6 and 9.
 #
 # **Departures from the source.** Depth: 2 layers with layer 1 replaced — half the stack, where the source replaced
 # a third of 6 — because a 6-layer GPT did not learn MQAR in the steps a profile can give (appendix). The t4 profile

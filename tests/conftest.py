@@ -3,16 +3,22 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from odebook.book import budget, machine_load, runner
 from odebook.data.mirror import pin_data_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = ROOT.parent / "shared" / "data"
-# Study 01's smoke profile with one tuning seed and no grid extension: 24 runs where the smoke profile makes 54, for
-# the tests that send each run through a process of its own (submitit, SLURM) or run the notebook three times; they
-# test where runs go and what they reuse, which neither number changes.
-LEAN_01 = "tuning_seeds: 1\nlr_extensions: 0\n"
+# Study 01's smoke profile with one tuning seed, a grid of one rate and one confirmatory seed, for the tests that send
+# each run through a process of its own (submitit, SLURM) or run the notebook three times: they test where runs go and
+# what they reuse, which the number of runs does not change.
+LEAN_01 = {"tuning_seeds": 1, "lr_extensions": 0, "lr_grid": [1.0e-3], "n_seeds": 1}
+
+
+def lean_01(profile_text: str) -> str:
+    """A profile file's text for study 01 with LEAN_01's values over its own."""
+    return yaml.safe_dump({**yaml.safe_load(profile_text), **LEAN_01}, sort_keys=False)
 
 
 def runs_made(results: dict) -> int:

@@ -22,7 +22,7 @@ from odebook.training.executor import JobsFailed, Local, Submitit, Workers, usab
 from odebook.training.runtime import precision_for
 from odebook.training.train import TrainConfig
 
-from conftest import LEAN_01, ROOT, runs_made
+from conftest import ROOT, lean_01, runs_made
 
 STUDIES = {name: studies.schema(name) for name in studies.names()}
 
@@ -201,12 +201,12 @@ def test_a_notebook_with_executor_submitit_gives_the_local_runs_results(tmp_path
 
 
 def smoke_then_cluster(tmp_path: Path, cluster: str) -> tuple[dict, dict]:
-    """Study 01's smoke profile (with conftest.LEAN_01) through the runner, then as profile "cluster" with ``cluster``
-    added to it; both must finish. Their results.json: (smoke, cluster)."""
+    """Study 01's smoke profile (with conftest.LEAN_01's values) through the runner, then as profile "cluster" with
+    ``cluster`` added to it; both must finish. Their results.json: (smoke, cluster)."""
     params = tmp_path / "params"
     shutil.copytree(ROOT / "params" / "smoke", params / "smoke")
     (params / "cluster").mkdir()
-    smoke_file = (params / "smoke" / "01_gradient_flow.yaml").read_text() + LEAN_01
+    smoke_file = lean_01((params / "smoke" / "01_gradient_flow.yaml").read_text())
     (params / "smoke" / "01_gradient_flow.yaml").write_text(smoke_file)
     (params / "cluster" / "01_gradient_flow.yaml").write_text(smoke_file + cluster)
     book = runner.Book(ROOT / "notebooks", params, tmp_path / "outputs")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LEAN_01, ROOT, SHARED_DATA, runs_made
+from conftest import ROOT, SHARED_DATA, lean_01, runs_made
 
 pytestmark = pytest.mark.slow
 STUDY = "01_gradient_flow"
@@ -33,8 +33,8 @@ def _book(tmp_path: Path, own_text: bool) -> tuple[Path, Path]:
     (book / "params" / "ckpt").mkdir(parents=True)
     (book / "notebooks").symlink_to(ROOT / "notebooks")
     shutil.copytree(SHARED_DATA, mirror, symlinks=False, ignore=shutil.ignore_patterns("tinystories*"))
-    smoke = (ROOT / "params" / "smoke" / f"{STUDY}.yaml").read_text().replace("checkpoint_interval: 0",
-                                                                             "checkpoint_interval: 6") + LEAN_01
+    smoke = lean_01((ROOT / "params" / "smoke" / f"{STUDY}.yaml").read_text().replace("checkpoint_interval: 0",
+                                                                                     "checkpoint_interval: 6"))
     edited = mirror / TRAIN
     if own_text:
         edited = tmp_path / "own.txt"

@@ -58,6 +58,7 @@ def test_tune_lr_with_a_tie_takes_the_middle_of_the_rates_within_it_of_the_best(
     chosen, _, kept = tune_lr({"a": tiny}, TASK, config, CPU, lrs=lrs, seeds=[0], progress=False, tie=0.5)
     assert chosen["a"] == 2e-4 == choose(table.loc["a"], tie=0.5) and kept[0].lr == 2e-4
 
+
 def test_compare_to_is_paired_by_seed():
     from scipy import stats
 

@@ -226,12 +226,11 @@ def tune_lr(builders: Mapping[str, Callable[[], nn.Module]], task: Task, config:
     """The book's one tuning rule, the same for every arm: train each model at each lr in ``lrs`` on every one of
     the tuning ``seeds`` and choose the lr with the lowest mean final validation loss over them, or the middle one of
     the rates within ``tie`` of that loss (``lr_grid.choose``; a rate at which the loss diverges on any seed counts as
-    infinite). A model whose choice lies at an edge of what it tried trains one
-    grid step beyond that edge, at most ``max_extensions`` times (study.lr_grid; ``lr_grid.check_tried`` on the table
-    says which choices stayed untuned). Neither the test split nor ``task.score`` is scored here. Returns the chosen
-    lr per model, the grid's table (model × lr → mean final validation loss; NaN where a model did not try that lr)
-    and the chosen runs, one per tuning seed (never scored: no tuning run is a confirmatory one). Run by ``executor``
-    as ``run_seeds``."""
+    infinite). A model whose choice lies at an edge of what it tried trains one grid step beyond that edge, at most
+    ``max_extensions`` times (study.lr_grid; ``lr_grid.check_tried`` on the table says which choices stayed untuned).
+    Neither the test split nor ``task.score`` is scored here. Returns the chosen lr per model, the grid's table (model
+    × lr → mean final validation loss; NaN where a model did not try that lr) and the chosen runs, one per tuning seed
+    (never scored: no tuning run is a confirmatory one). Run by ``executor`` as ``run_seeds``."""
     tuning, seeds = dataclasses.replace(task, test=None), [int(s) for s in seeds]
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"tuning needs at least one seed, each once; got {seeds}")

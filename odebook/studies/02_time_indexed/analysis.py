@@ -31,7 +31,7 @@ import torch
 from odebook.models.lm import block_params
 from odebook.study.claims import Claim, Settled, negative_control, paired
 from odebook.study.experiment import Run, by_seed, compare_to, run_seeds, summarize, tune_lr
-from odebook.study.lr_grid import GridChoice, annotate
+from odebook.study.lr_grid import GridChoice, annotate, choose
 from odebook.study.sequential import operating
 from odebook.study.stats import Verdict
 from odebook.study.timing import Timing, interleaved, training_step
@@ -196,7 +196,7 @@ def tune_rates(builders: Mapping[str, Callable], task, config, precision: Precis
                                      seeds=seeds, **options)
         table.loc[family, rates] = family_table.loc[family, rates]
         means = family_table.mean()
-        chosen |= dict.fromkeys(family, float(means.idxmin()))
+        chosen |= dict.fromkeys(family, choose(means))
         old |= dict.fromkeys(family, one_se(means))
         tried |= dict.fromkeys(family, rates)
     status = annotate(table, chosen, lrs, max_extensions=max_extensions, tried=tried)

@@ -180,10 +180,11 @@ def binding_claims(a: Arms) -> list[Claim]:
 
     small, large = (f"{h} head{'s' * (h > 1)} of {a.width // h}-dim keys" for h in (a.heads[0], a.heads[-1]))
     fills = claim(f"the smaller GDN state ({a.small}: {small}) fills up: its binding falls from {few} to {most} pairs "
-                  f"by more than {m}", parts=(a.fills,), rests_on=on(a.small, a.no_state_small))
+                  f"by more than {m} (runs that learned: the restart rule)", parts=(a.fills,),
+                  rests_on=on(a.small, a.no_state_small))
     more = claim(f"a larger state binds more: at {most} pairs, {a.large}'s binding minus {a.small}'s exceeds {m} (the "
                  f"same width: {large} against {small}, {a.heads[0] // a.heads[-1]}× the state — the state's size and "
-                 "its keys' dimension change together)", parts=(a.more,),
+                 "its keys' dimension change together; runs that learned: the restart rule)", parts=(a.more,),
                  rests_on=on(a.large, a.small, a.no_state_large, a.no_state_small))
     binds = claim(f"the larger GDN state ({a.large}) binds: at {few} pairs it answers the first query better on the "
                   f"sequences as drawn than re-bound, by more than {m}", primary=False, parts=(a.binds,),

@@ -35,7 +35,7 @@ class GDNScalingParams(RetrievalParams):
         "retrieval_task": ("retrieval_sizes", "retrieval_steps"),
         "mqar_capacity": ("mqar_keys", "mqar_width", "mqar_heads", "mqar_layers", "mqar_train_ks", "mqar_eval_ks",
                           "mqar_seq_len", "mqar_batch_size", "mqar_steps", "mqar_lr_grid", "mqar_lr_extensions",
-                          "mqar_power_a", "mqar_eval_batches", "mqar_margin")}
+                          "mqar_power_a", "mqar_eval_batches", "mqar_margin", "mqar_restarts")}
 
     ladder_d: list[int] = spec([128, 256, 512], ge=8, help="model widths of the size ladder")
     ladder_layers: list[int] = spec([1, 2, 4], ge=1, help="GDN layers at each width")
@@ -68,6 +68,8 @@ class GDNScalingParams(RetrievalParams):
     mqar_power_a: float = spec(0.1, gt=0.0, le=1.0, help="MQAR: the query gaps' power law (smaller: nearer queries)")
     mqar_eval_batches: int = spec(8, ge=1, help="MQAR: evaluation batches per k")
     mqar_margin: float = spec(0.1, gt=0.0, le=1.0, help="MQAR claims: the smallest accuracy difference of interest")
+    mqar_restarts: int = spec(2, ge=0, le=4, help="MQAR: times a confirmatory run that fails its arm's learned gate on "
+                                                  "validation data trains again from a fresh initialisation (restarts)")
 
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()

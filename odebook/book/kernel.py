@@ -35,7 +35,7 @@ from odebook.training.runtime import ALLOCATOR_ENV
 from odebook.training.train import PROGRESS_ENV
 
 __all__ = ["KERNEL_NAME", "LOG_ENV", "SHOW_ENV", "for_this_python", "log_to", "settled", "progress", "show_in_cell",
-           "running", "KnownSettingsPassed"]
+           "running", "KnownSettingsPassed", "AccountingOff"]
 
 KERNEL_NAME = "odebook-runner"
 LOG_ENV = "ODEBOOK_KERNEL_LOG"  # where a kernel started now appends its stderr
@@ -203,3 +203,35 @@ class KnownSettingsPassed(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         return not (message.startswith(self.UNKNOWN) and message.removeprefix(self.UNKNOWN) in self.names)
+
+
+class AccountingOff(logging.Filter):
+    """Where SLURM keeps no accounting (a one-node cluster, e.g. scripts/slurm_one_node.sh), ``sacct`` fails at every
+    poll of submitit's jobs and submitit warns each time ("Bypassing sacct error …, status may be inaccurate"), then
+    reads each job's state from its own files — which is how the runs come back. Those warnings would fill a report
+    in red; the filter keeps them off it and says once, on the cell's standard output, what they meant. Any other
+    message of submitit stays. ``install`` puts it on submitit's logger once per process."""
+
+    MESSAGE = "Bypassing sacct error"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.MESSAGE not in record.getMessage():
+            return True
+        self.seen += 1
+        if self.seen == 1:
+            print("SLURM's accounting (sacct) does not answer here: submitit reads each job's state from its own files "
+                  "(its warnings of this are left out)", flush=True)
+        return False
+
+    @classmethod
+    def install(cls) -> AccountingOff:
+        logger = logging.getLogger("submitit")
+        found = next((f for f in logger.filters if isinstance(f, cls)), None)
+        if found is None:
+            found = cls()
+            logger.addFilter(found)
+        return found

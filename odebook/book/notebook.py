@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from odebook.book.index import FIGURE_ORDER, saved_figures
-from odebook.book.kernel import show_in_cell
+from odebook.book.kernel import AccountingOff, show_in_cell
 from odebook.book.profile import apply_profile
 from odebook.params import Params, injected_names
 from odebook.params.papermill_cli import check_papermill_files
@@ -125,6 +125,7 @@ def executor(params: Params, out: Path) -> Local | Workers | Submitit:
     if params.executor in ("auto", "workers"):
         return Workers(cores)
     folder = Path(params.executor_folder) if params.executor_folder else checkpoint_folder(params, out) / "jobs"
+    AccountingOff.install()  # a cluster without accounting: submitit's sacct warnings stay off the report
     return Submitit(folder, device=params.device, **slurm_options(params))
 
 

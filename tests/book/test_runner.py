@@ -389,6 +389,28 @@ def test_papermills_warning_for_a_machine_or_grouped_setting_stays_off_the_conso
     assert [r.getMessage() for r in caplog.records] == ["Passed unknown parameter: stepz"]
 
 
+
+def test_submitits_sacct_warnings_stay_off_the_report_with_one_line_that_says_what_they_meant(caplog, capsys):
+    """On a cluster without accounting submitit warns at every poll that sacct failed; the book's Submitit executor
+    installs a filter (once) that drops those, says once what they meant, and lets any other message through."""
+    import logging
+
+    from odebook.book.kernel import AccountingOff
+
+    logger = logging.getLogger("submitit")
+    quiet = AccountingOff.install()
+    try:
+        assert AccountingOff.install() is quiet and logger.filters.count(quiet) == 1
+        with caplog.at_level(logging.WARNING, logger="submitit"):
+            for call in range(1, 4):
+                logger.warning(f"Call #{call} - Bypassing sacct error Command '['sacct', '-j', '7']' returned non-zero "
+                               "exit status 1., status may be inaccurate.")
+            logger.warning("Job 7 failed")
+    finally:
+        logger.removeFilter(quiet)
+    assert [r.getMessage() for r in caplog.records] == ["Job 7 failed"]
+    assert capsys.readouterr().out.count("SLURM's accounting (sacct) does not answer here") == 1
+
 TRAINS = OK + '''
 # %%
 import time, torch

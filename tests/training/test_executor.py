@@ -198,6 +198,8 @@ def test_a_notebook_with_executor_submitit_gives_the_local_runs_results(tmp_path
     here, there = smoke_then_cluster(tmp_path, f"executor: submitit\nexecutor_folder: {tmp_path / 'jobs'}\n")
     assert jobs_in(tmp_path / "jobs") == runs_made(there) > len(there["runs"]) > 0
     assert untimed(there["runs"]) == untimed(here["runs"]) and there["verdicts"] == here["verdicts"]
+    report = (tmp_path / "outputs" / "cluster" / "01_gradient_flow" / "01_gradient_flow.ipynb").read_text()
+    assert "Bypassing sacct error" not in report  # a cluster without accounting: submitit's warnings stay off it
 
 
 def smoke_then_cluster(tmp_path: Path, cluster: str) -> tuple[dict, dict]:

@@ -139,8 +139,8 @@ def test_a_control_that_sees_the_nearest_far_fact_is_refused_with_its_settings()
 def test_every_arm_in_every_regime_is_tuned_by_one_rule_on_the_same_grid_and_seeds(monkeypatch):
     calls = []
 
-    def fake_tune_lr(builders, task, config, precision, *, lrs, seeds, max_extensions, **options):
-        calls.append((list(builders), task, tuple(lrs), tuple(seeds), max_extensions))
+    def fake_tune_lr(builders, task, config, precision, *, lrs, seeds, max_extensions, tie, **options):
+        calls.append((list(builders), task, tuple(lrs), tuple(seeds), max_extensions, tie))
         table = pd.DataFrame({lr: [1.0 + abs(lr - 2e-3)] * len(builders) for lr in lrs}, index=list(builders))
         return {n: 2e-3 for n in builders}, table, []
 
@@ -149,9 +149,24 @@ def test_every_arm_in_every_regime_is_tuned_by_one_rule_on_the_same_grid_and_see
     arms = p.arms()
     tasks = {f"{a}_{r}": f"task {r}" for a in arms for r in ("lm", "mixed")}
     rates = mt.tune_rates(arms, ["lm", "mixed"], tasks, None, None, lrs=[1e-3, 2e-3, 4e-3], seeds=[7, 8],
-                          max_extensions=1)
+                          max_extensions=1, tie=0.02)
     assert [c[0] for c in calls] == [[f"{a}_{r}" for a in arms] for r in ("lm", "mixed")]  # every arm, each regime
-    assert {c[2:] for c in calls} == {((1e-3, 2e-3, 4e-3), (7, 8), 1)} and [c[1] for c in calls] == ["task lm",
+    assert {c[2:] for c in calls} == {((1e-3, 2e-3, 4e-3), (7, 8), 1, 0.02)} and [c[1] for c in calls] == ["task lm",
                                                                                                     "task mixed"]
     assert rates.chosen == {n: 2e-3 for n in tasks} and rates.untuned == {}
     assert list(rates.table["tuning"].unique()) == ["tuned"]
+
+
+def test_the_tuning_rule_reads_held_out_answers_in_every_regime_that_trains_retrieval():
+    from odebook.models.lm import lm_loss, mixed_loss
+
+    _, p = _design(["lm", "retrieval", "mixed"])
+    windows, prompts = ["held-out window"], ["held-out prompts"]
+    regime_task = mt.regime_tasks(p.arms(), ["lm", "retrieval", "mixed"], train_docs=[], valid=windows,
+                                  valid_prompts=prompts, tok=None, eval_sets={}, stages=[(1, 0)], ks=[2], window=8,
+                                  batch_size=2, seq_len=8, retrieval_batch_size=2, precision=None)
+    for arm in p.arms():
+        assert regime_task[f"{arm}_lm"].valid is windows
+        assert regime_task[f"{arm}_retrieval"].valid is prompts and regime_task[f"{arm}_mixed"].valid is prompts
+        assert regime_task[f"{arm}_mixed"].loss_fn is mixed_loss
+        assert {regime_task[f"{arm}_{r}"].eval_loss_fn for r in ("lm", "retrieval", "mixed")} == {lm_loss}

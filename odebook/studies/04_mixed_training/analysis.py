@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import torch
 
 from odebook.data import corpus as data
 from odebook.data import tasks
@@ -243,9 +242,10 @@ def regime_tasks(arms: Mapping, regimes: Sequence[str], *, train_docs: Sequence,
                  valid_prompts: Sequence, tok, eval_sets: Mapping, stages: Sequence, ks: Sequence[int], window: int,
                  batch_size: int, seq_len: int, retrieval_batch_size: int, precision: Precision) -> dict[str, Task]:
     """One task per arm × regime ("drop_0.7_mixed"): the regime's batches (LM documents, retrieval prompts through the
-    curriculum's ``stages``, or both — a seed's stream the same for every arm), its loss, validated on the same
-    objective (held-out LM windows ``valid``, held-out prompts ``valid_prompts`` or both: what the tuning rule reads),
-    and a score of retrieval rows under every ablation the arm has beside the held-out perplexity."""
+    curriculum's ``stages``, or both — a seed's stream the same for every arm), its loss, validated on what the claims
+    read: the answers of held-out prompts ``valid_prompts`` (language modelling alone: held-out windows ``valid``),
+    which the tuning rule reads; and a score of retrieval rows under every ablation the arm has beside the held-out
+    perplexity."""
     def batches(regime, seed):
         lm = data.document_batches(train_docs, batch_size, seq_len, seed)
         prompts = tasks.curriculum_batches(tok, retrieval_batch_size, seed, stages, ks)
@@ -258,10 +258,9 @@ def regime_tasks(arms: Mapping, regimes: Sequence[str], *, train_docs: Sequence,
         return rows, {"arm": arm, "regime": regime, "seed": run.seed,
                       "PPL": math.exp(evaluate(run.module, valid, precision))}
 
-    checks = {"lm": valid, "retrieval": valid_prompts, "mixed": [(*a, *b) for a, b in zip(valid, valid_prompts)]}
-    return {f"{arm}_{regime}": Task(batches=functools.partial(batches, regime), valid=checks[regime],
-                                    loss_fn=mixed_loss if regime == "mixed" else lm_loss,
-                                    eval_loss_fn=flat_mixed_loss if regime == "mixed" else lm_loss,
+    return {f"{arm}_{regime}": Task(batches=functools.partial(batches, regime),
+                                    valid=valid if regime == "lm" else valid_prompts,
+                                    loss_fn=mixed_loss if regime == "mixed" else lm_loss, eval_loss_fn=lm_loss,
                                     score=functools.partial(score, arm, regime))
             for arm in arms for regime in regimes}
 
@@ -284,13 +283,6 @@ def headline(table: pd.DataFrame, d: Design, arms: Sequence[str]) -> dict[str, s
                for a in arms if a not in d.hybrids for r in d.regimes})
 
 
-def flat_mixed_loss(model, batch: tuple) -> torch.Tensor:
-    """``mixed_loss`` on a validation batch held flat, (LM inputs, LM targets, prompts, answers): the seed loop counts
-    a model's FLOPs on the first tensor of its first validation batch."""
-    x, y, xp, yp = batch
-    return mixed_loss(model, ((x, y), (xp, yp)))
-
-
 @dataclass(frozen=True)
 class Rates:
     """The tuning rule's outcome: the chosen rate per run name ("drop_0.7_mixed"), the grid's table (run × rate → mean
@@ -302,15 +294,15 @@ class Rates:
 
 
 def tune_rates(arms: Mapping, regimes: Sequence[str], regime_task: Mapping[str, Task], config, precision: Precision,
-               *, lrs: Sequence[float], seeds: Sequence[int], max_extensions: int, **options) -> Rates:
+               *, lrs: Sequence[float], seeds: Sequence[int], max_extensions: int, tie: float, **options) -> Rates:
     """The book's one tuning rule (``experiment.tune_lr``) for every arm in every regime: on the tuning ``seeds`` over
     ``lrs``, extended past an edge at most ``max_extensions`` times, the lowest mean validation loss of the regime's
-    objective choosing."""
+    task (``regime_tasks``) choosing, or the middle of the rates within ``tie`` of it."""
     chosen, tables, status = {}, [], {}
     for regime in regimes:
         names = {f"{arm}_{regime}": arms[arm].build for arm in arms}
         picked, table, _ = tune_lr(names, regime_task[next(iter(names))], config, precision, lrs=lrs, seeds=seeds,
-                                   max_extensions=max_extensions, **options)
+                                   max_extensions=max_extensions, tie=tie, **options)
         status |= annotate(table, picked, lrs, max_extensions=max_extensions)
         chosen |= picked
         tables.append(table)

@@ -1,5 +1,6 @@
 """Study 04's parameters: the hybrid's pattern and width, its local-path arms, the dropped-output arm, the training
-regimes, the no-state control and the reaching comparator, the learning-rate grid, the targets and sampling."""
+regimes, the no-state control and the reaching comparator, the learning-rate grid, the targets and sampling; its
+models' vocabulary (vocabulary.used_tokens)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from odebook.params.retrieval import ABLATIONS, RetrievalParams
 from odebook.params.schema import spec
 
 from .output_drop import OutputDropConfig
+from .vocabulary import UsedTokens, used_tokens
 
 __all__ = ["MixedTrainingParams"]
 
@@ -23,7 +25,7 @@ class MixedTrainingParams(RetrievalParams):
     Defaults are the source's configuration (the t4 profile)."""
 
     groups: ClassVar = {"text": ("max_train_stories",), "architecture": ("pattern", "d_model"),
-                        "tuning": ("lr_grid", "lr_extensions"),
+                        "tuning": ("lr_grid", "lr_extensions", "lr_tie"),
                         "sampling": ("n_samples", "sample_tokens", "temperature", "top_k")}
     defaults: ClassVar = {"tuning_seeds": 2}
 
@@ -44,9 +46,12 @@ class MixedTrainingParams(RetrievalParams):
                             "attention behind the G layer's short convolution (C), which sees every fact")
     lr_grid: list[float] = spec([5e-4, 1e-3, 2e-3], gt=0.0, le=1.0,
                                 help="learning rates every arm tries on the tuning seeds; the lowest mean final "
-                                     "validation loss of its regime's objective chooses (lr is not used)")
+                                     "validation loss of held-out prompts' answers (language modelling alone: of "
+                                     "held-out windows) chooses (lr is not used)")
     lr_extensions: int = spec(2, ge=0, le=4, help="times an arm's grid is extended one step past the edge it chose "
                                                   "(study.lr_grid); a choice still at an edge is flagged untuned")
+    lr_tie: float = spec(0.02, ge=0.0, help="nats of mean final validation loss within which rates tie the lowest; "
+                         "the middle of the tied rates is chosen (study.lr_grid.choose)")
     max_train_stories: int = spec(50_000, ge=1)
     ppl_target: float = spec(5.0, gt=1.0, help="the source's target for held-out perplexity")
     delta_target: float = spec(0.15, gt=0.0, le=1.0, help="the source's target for Delta (15 points): the margin of "
@@ -64,6 +69,13 @@ class MixedTrainingParams(RetrievalParams):
         from odebook.data.split_check import few_stories
 
         return errors + ([] if errors else few_stories(self.batch_size, self.eval_batches))
+
+    def vocabulary(self) -> UsedTokens:
+        """The tokens the models know: ``tokenizer``'s that the training stories and the retrieval task use."""
+        return used_tokens(self.tokenizer, self.max_train_stories)
+
+    def model_config(self, pattern: str, **kwargs) -> PatternConfig:
+        return dataclasses.replace(super().model_config(pattern, **kwargs), vocab_size=self.vocabulary().vocab_size)
 
     def arms(self) -> dict[str, PatternConfig]:
         """The study's arms by name: each bottleneck of ``bottlenecks``; with ``output_drop``, drop_0.7 with its GDN
@@ -90,8 +102,7 @@ class MixedTrainingParams(RetrievalParams):
         from odebook.models.lm import mixed_loss
         from odebook.params import plan as w
 
-        from .analysis import flat_mixed_loss
-
+        tok = self.vocabulary()  # the models' own tokens, not the budget's base tokenizer
         windows = w.token_windows(tok.vocab_size, self.batch_size, self.seq_len)
         prompts = functools.partial(w.prompts, tok, self.retrieval_batch_size, self.ks)
         last = prompts(max(self.curriculum))
@@ -99,7 +110,7 @@ class MixedTrainingParams(RetrievalParams):
                  "mixed": w.curriculum_work(self, self.steps, lambda n: lambda: (windows(), prompts(n)()), mixed_loss)}
         n = w.evaluations(self.steps, self.eval_interval) * self.eval_batches
         valid = {"lm": w.Work(n, windows, train=False), "retrieval": w.Work(n, last, train=False),
-                 "mixed": w.Work(n, lambda: (*windows(), *last()), flat_mixed_loss, train=False)}
+                 "mixed": w.Work(n, last, train=False)}
         ppl = w.Work(self.eval_batches, windows, train=False)  # the held-out perplexity at the end
         grid = (len(self.lr_grid) + self.lr_extensions) * self.tuning_seeds
         out = []

@@ -141,22 +141,20 @@ from odebook.data import corpus as data
 from odebook.nn.ode import SOLVERS
 from odebook.study import plots
 from odebook.study.experiment import run_seeds
-from odebook.study.task import lm_task
-from odebook.training.train import TrainConfig
 
 study = studies.load("05_ode_solvers")  # this study's package: its parameters, arms, analysis and figures
 ode_solvers, curvature, generation, measure = study.analysis, study.curvature, study.generation, study.measure
 figures = study.figures
 p, out, precision = notebook.start(study.Params, globals())
-print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 
 # %% [markdown]
-# ## Data
+# ## Data and plan
 
 # %%
-tok = data.get_tokenizer(p.tokenizer)
-splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), tok)
+tok, splits = data.get_tokenizer(p.tokenizer), study.data(p)
 print(splits.description)
+plan = study.plan(p, splits)  # the runs below, as the study declares them (its plan module)
+print(budget.line(p, precision, plan))  # what they will cost, before the first step (odebook.book.budget)
 
 # %% [markdown]
 # ## Integrators trained side by side
@@ -167,11 +165,10 @@ print(splits.description)
 # %%
 cfg = p.model_config(splits.vocab_size)
 steps_of = {s: p.budget_steps(s) for s in SOLVERS}
-builders = p.arms(splits.vocab_size)
-config = TrainConfig.from_params(p)
-task = lm_task(splits, **notebook.batch_shape(p))
-valid = data.fixed_batches(splits.valid, p.eval_batches, p.batch_size, p.seq_len)
-runs = run_seeds(builders, task, config, precision, seeds=p.seed_plan.seeds, **notebook.run_options(p, out))
+seeds = plan["seeds"]
+valid = seeds.task.valid
+runs = run_seeds(seeds.arms, seeds.task, seeds.config, precision, seeds=p.seed_plan.seeds,
+                 **notebook.run_options(p, out))
 
 # %%
 x_valid = data.fixed_batches(splits.valid, 1, p.batch_size, p.seq_len)[0][0].to(precision.device)

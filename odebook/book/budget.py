@@ -53,13 +53,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from odebook.book import calibration, notebook, passes, processor
 from odebook.book.calibration import CALIBRATION, calibrated, record
-from odebook.params import Params
+from odebook import studies
+from odebook.params import ParamError, Params
 from odebook.study.measure import peak_memory
 from odebook.data.corpus import get_tokenizer
 from odebook.training.code_hash import study_hash
@@ -143,13 +145,31 @@ def _duration(seconds: float) -> str:
 
 
 def planned(params: Params) -> bool:
-    """Whether the study of ``params`` declares its runs (``runs``, beside its parameters), so that it can be costed."""
-    return callable(getattr(params, "runs", None))
+    """Whether the study of ``params`` declares its runs, so that it can be costed: its plan (odebook.study.plan), or,
+    until every study has one, ``runs`` beside its parameters."""
+    return _study_plan(params) is not None or callable(getattr(params, "runs", None))
 
 
-def plan(params: Params) -> list[Runs]:
-    """The training runs the study of ``params`` makes, as it declares them (odebook.params.plan)."""
-    return params.runs(get_tokenizer(params.tokenizer))
+def _study_plan(params: Params) -> Callable | None:
+    """The study's ``plan(p, data)`` and ``data(p)`` as one call, where its package declares them."""
+    try:
+        study = studies.load(params.study)
+    except ParamError:  # a notebook that is not one of the book's studies
+        return None
+    return (lambda: study.plan(params, study.data(params))) if hasattr(study, "plan") else None
+
+
+def _executed(runs: Runs) -> bool:
+    """Whether ``runs`` are the executor's jobs (side by side on a CPU with workers)."""
+    return getattr(runs, "executed", runs.part in EXECUTED)  # a study's ``runs`` names them by their part
+
+
+def plan(params: Params, made: Any = None) -> list[Runs]:
+    """The training runs the study of ``params`` makes: its plan's (``made``, where the notebook has it already), or
+    as its parameters declare them (odebook.params.plan)."""
+    if made is None and (of_study := _study_plan(params)) is not None:
+        made = of_study()
+    return made.runs() if made is not None else params.runs(get_tokenizer(params.tokenizer))
 
 
 def _cpu_share(wall: float = 0.2) -> float:
@@ -196,13 +216,14 @@ def _seconds(build: Callable[[], nn.Module], work: Work, precision: Precision) -
     return statistics.median(hist.step_time[1:])
 
 
-def estimate(params: Params, precision: Precision) -> Budget:
-    """Count every kind of pass of every run's work, probe the largest training step of each family, measure the
-    largest training step's memory; add the start-up allowance. A training step torch cannot count is timed by its
-    forward pass's FLOPs at the rate of its family's largest such step, probed itself. A plan of tiny models (under
-    ``TINY`` by passes.rough_flops: a smoke run) is timed pass by pass instead (passes.timed), neither counted nor
-    probed: at that scale a count or a probe of the training loop takes about as long as the runs."""
-    plan_ = plan(params)
+def estimate(params: Params, precision: Precision, made: Any = None) -> Budget:
+    """Cost the study's plan (``made``, where the caller has it): count every kind of pass of every run's work,
+    probe the largest training step of each family, measure the largest training step's memory; add the start-up
+    allowance. A training step torch cannot count is timed by its forward pass's FLOPs at the rate of its family's
+    largest such step, probed itself. A plan of tiny models (under ``TINY`` by passes.rough_flops: a smoke run) is
+    timed pass by pass instead (passes.timed), neither counted nor probed: at that scale a count or a probe of the
+    training loop takes about as long as the runs."""
+    plan_ = plan(params, made)
     ex = notebook.executor(params, Path())
     workers = ex.processes if isinstance(ex, Workers) else 1  # the runs' parts go side by side, each on one thread
     rough = passes.rough_flops(plan_, stop=TINY[0])  # the whole plan's, where it stays under TINY
@@ -221,7 +242,7 @@ def estimate(params: Params, precision: Precision) -> Budget:
             rates[1] = _rates(counted, precision, 1)
         each = []
         for runs, work, flops, scale in counted:
-            rate, typical = rates[1 if workers > 1 and runs.part in EXECUTED else None]
+            rate, typical = rates[1 if workers > 1 and _executed(runs) else None]
             one = scale / rate.get((runs.family, not math.isnan(flops)), typical)  # a pass's seconds on its threads
             each.append((runs, work, one, flops if not math.isnan(flops) else one * typical))  # at the typical rate
         total_flops, launches = sum(r.count * w.n * f for r, w, _, f in each), passes.launches(raw)
@@ -229,7 +250,7 @@ def estimate(params: Params, precision: Precision) -> Budget:
     every, setup = [r for r in {id(r): r for r, *_ in each}.values() if r.setup], {}
     for runs in every:  # seconds a run spends before its first step
         if id(runs.build) not in setup:
-            setup[id(runs.build)] = _setup(runs, precision) / (workers if runs.part in EXECUTED else 1)
+            setup[id(runs.build)] = _setup(runs, precision) / (workers if _executed(runs) else 1)
     share = _cpu_share()
     parts = collections.Counter({"start-up (kernel, imports, data, tables, figures)": start_up() / share,
                                  "building models": sum(r.count * setup[id(r.build)] for r in every)})
@@ -237,7 +258,7 @@ def estimate(params: Params, precision: Precision) -> Budget:
         parts["starting the workers"] = start_up() / share
     seed_seconds = sum(setup[id(r.build)] for r in every if r.per_seed)
     for runs, work, one, _ in each:
-        one /= workers if workers > 1 and runs.part in EXECUTED else 1  # side by side: the workers share the passes
+        one /= workers if workers > 1 and _executed(runs) else 1  # side by side: the workers share the passes
         parts[f"{runs.part}: {'training' if work.train else 'evaluation'}"] += runs.count * work.n * one
         seed_seconds += work.n * one if runs.per_seed else 0.0
     peak, name = _peak(*largest[:2], precision)
@@ -321,7 +342,8 @@ def announce(params: Params, folder: Path) -> tuple[str, dict[str, str], Budget 
     return made.line(), {HANDED: f"{params.study}\t{made.line()}"}, made
 
 
-def line(params: Params, precision: Precision) -> str:
-    """The budget line a notebook prints: the runner's, where it handed one over for this study, else estimated."""
+def line(params: Params, precision: Precision, made: Any = None) -> str:
+    """The budget line a notebook prints: the runner's, where it handed one over for this study, else the estimate
+    of its plan (``made``: the notebook's own)."""
     study, _, handed = os.environ.get(HANDED, "").partition("\t")
-    return handed if study == params.study and handed else estimate(params, precision).line()
+    return handed if study == params.study and handed else estimate(params, precision, made).line()

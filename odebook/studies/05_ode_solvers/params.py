@@ -117,29 +117,3 @@ class ODESolverParams(ODEHybridParams):
         cfg = self.model_config(vocab_size)
         steps = {s: self.budget_steps(s) or 1 for s in self.integrators}
         return {"baseline": cfg.baseline, **{s: cfg.replace(solver=s, steps=n).hybrid for s, n in steps.items()}}
-
-    def runs(self, tok) -> list:
-        """What the study runs (odebook.params.plan, for its budget): the baseline and every integrator on every
-        seed; each seed's trained rk4 re-solved; the interleaved rk4 / dopri5 timing; the sensitivity sweep."""
-        from odebook.nn.ode import SOLVERS
-        from odebook.params.plan import Runs, Work, lm_work, token_windows
-
-        cfg = self.model_config(tok.vocab_size)
-
-        def hybrid(solver: str, steps: int, sensitivity: str = self.sensitivity):
-            return lambda: cfg.replace(solver=solver, steps=steps, sensitivity=sensitivity).hybrid()
-
-        steps = {s: self.budget_steps(s) or 1 for s in SOLVERS}
-        runs = [Runs(name, build, self.n_seeds, lm_work(self, tok))
-                for name, build in self.arms(tok.vocab_size).items()]
-        windows = token_windows(tok.vocab_size, self.batch_size, self.seq_len)
-        # each seed's trained rk4 re-solved by every integrator at the budget and by rk4 at 4x its steps, on validation
-        valid = (Work(self.eval_batches, windows, train=False),)
-        runs += [Runs(s, hybrid(s, n), self.n_seeds, valid, setup=False, part="re-solving")
-                 for s, n in [*steps.items(), ("rk4", 4 * self.nfe_budget)]]
-        # rk4 against dopri5, interleaved: a first step counting evaluations, three warm-up pairs, the timed pairs
-        runs += [Runs(s, hybrid(s, steps[s]), 1, (Work(self.timing_pairs + 4, windows),), setup=False, part="timing")
-                 for s in ("rk4", "dopri5")]
-        sweep = Work(self.timing_repeats + 2, windows)  # warm-up, timed, memory
-        return runs + [Runs(f"sweep {m}", hybrid(self.sweep_solver, n, m), 1, (sweep,), setup=False,
-                            part="memory sweep") for n in self.sweep_steps for m in self.sensitivities]

@@ -133,22 +133,17 @@ from IPython.display import Markdown, display
 
 from odebook import studies
 from odebook.book import budget, notebook
-from odebook.data import corpus as data
 from odebook.data import mqar
 from odebook.nn.ode import evaluations_per_forward
 from odebook.study import dynamics, plots
 from odebook.study.claims import declaration
 from odebook.study.experiment import by_seed, run_seeds, summarize
 from odebook.study.looks import tune_then_look
-from odebook.study.recall import mqar_task
 from odebook.study.stats import mean_ci
-from odebook.study.task import lm_task
-from odebook.training.train import TrainConfig
 
 study = studies.load("01_gradient_flow")  # this study's package: its parameters, arms, analysis and figures
-calibrated, gradient_flow_arms = study.analysis, study.arms.gradient_flow_arms
+calibrated = study.analysis
 p, out, precision = notebook.start(study.Params, globals())
-print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 
 # %% [markdown]
 # ## The task
@@ -157,9 +152,10 @@ print(budget.line(p, precision))  # what this profile will cost, before the firs
 # Only the answers are scored. Validation and test sets are fixed batches from a generator no training seed uses.
 
 # %%
-vocab = mqar.Vocab(p.mqar_keys)
-task = mqar_task(vocab=vocab, train_ks=[p.mqar_pairs], eval_ks=[p.mqar_pairs], batch_size=p.task_batch_size,
-                 seq_len=p.seq_len, eval_batches=p.eval_batches, power_a=0.1, device=precision.device, test=True)
+vocab, splits = mqar.Vocab(p.mqar_keys), study.data(p)  # WikiText, where its section runs seeds
+plan = study.plan(p, splits, precision.device)  # the runs below, as the study declares them (its plan module)
+print(budget.line(p, precision, plan))  # what they will cost, before the first step (odebook.book.budget)
+task = plan["MQAR"].task
 example = mqar.make_batch(1, vocab=vocab, k=p.mqar_pairs, seq_len=p.seq_len, generator=torch.Generator().manual_seed(0))
 print("a sequence:", " ".join(str(t) for t in example.x[0].tolist()))
 shortcut = float(np.mean([mqar.shortcut_accuracy(x, y, p.mqar_pairs) for x, y in task.valid]))
@@ -171,7 +167,7 @@ print(f"chance {mqar.chance(vocab):.3f}; shortcut (the context's most frequent v
 
 # %%
 cfg = p.model_config(vocab.size)
-builders = study.arms.mqar_arms(cfg)
+builders = plan["MQAR"].arms
 nfe = evaluations_per_forward(cfg.solver, cfg.steps)
 print(f"hybrid: layers {p.ode_layers} of {p.n_layer} → one ODE flow block, {p.solver}"
       + (f" with {p.ode_steps} steps ({nfe} field evaluations)" if nfe else f" (rtol {p.rtol}, atol {p.atol})"))
@@ -202,9 +198,10 @@ if len(design):
 options = notebook.run_options(p, out)
 values_of = functools.partial(calibrated.seed_differences, claims, shortcut=shortcut, pairs=p.mqar_pairs)
 run_only = {"groups": calibrated.gradient_groups(cfg), "log_dir": options.pop("log_dir")}
-looked, lr_table, grid = tune_then_look(builders, task, TrainConfig.from_params(p, steps=p.task_steps), precision,
-                                        claims, values_of, lrs=p.lr_grid, plan=p.seed_plan, alpha=p.alpha,
-                                        max_extensions=p.lr_extensions, tie=p.lr_tie, run_only=run_only, **options)
+mqar = plan["MQAR"]
+looked, lr_table, grid = tune_then_look(builders, task, mqar.config, precision, claims, values_of, lrs=mqar.lrs,
+                                        plan=p.seed_plan, alpha=p.alpha, max_extensions=mqar.extensions, tie=p.lr_tie,
+                                        run_only=run_only, **options)
 chosen = lr_table["chosen lr"]
 notebook.save_table(lr_table, out, "lr_selection")
 display(lr_table.round(4))
@@ -289,11 +286,9 @@ notebook.show_verdicts(verdicts)  # and names any negative control that held
 # %%
 lm_runs, lm_table = [], pd.DataFrame()
 if p.lm_seeds:
-    splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), data.get_tokenizer(p.tokenizer))
     print(splits.description)
-    lm_arms = gradient_flow_arms(p.model_config(splits.vocab_size))
-    lm_runs = run_seeds(lm_arms, lm_task(splits, **notebook.batch_shape(p)), TrainConfig.from_params(p), precision,
-                        seeds=p.seed_plan.seeds[:p.lm_seeds], **options)
+    text = plan["WikiText"]
+    lm_runs = run_seeds(text.arms, text.task, text.config, precision, seeds=p.seed_plan.seeds[:text.seeds], **options)
     lm_table = summarize(lm_runs)
     removal = mean_ci(np.subtract(by_seed(lm_runs, "null"), by_seed(lm_runs, "baseline")))
     print(f"null − baseline on {p.corpus}: {removal} nats of test loss, {p.lm_seeds} seeds")

@@ -82,7 +82,8 @@ def _stream(task: Task, steps: int) -> tuple[Work, ...]:
 class Stage:
     """``arms`` (name → build) trained on ``task`` (or one per arm) with ``config`` (its lr the grid's, then each
     arm's chosen one): the grid ``lrs``, with at most ``extensions`` more rates, on ``tuning_seeds`` seeds, then up to
-    ``seeds`` seeds. ``scored``: the forward passes a trained run's scoring makes (``task.score``), as ``Work`` on
+    ``seeds`` seeds (``per_seed``: as many as the study's seeds, so that one more seed adds one more of each).
+    ``scored``: the forward passes a trained run's scoring makes (``task.score``), as ``Work`` on
     its own batches, the same for every arm or one tuple per arm; ``family``: an arm's family in the estimate (the
     arm's name where it has none)."""
     arms: Mapping[str, Callable[[], nn.Module]]
@@ -93,6 +94,7 @@ class Stage:
     extensions: int = 0
     tuning_seeds: int = 0
     part: str = "seeds"
+    per_seed: bool = True
     scored: tuple[Work, ...] | Mapping[str, tuple[Work, ...]] = ()
     family: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
@@ -114,7 +116,8 @@ class Stage:
             family = self.family.get(name, name)
             grid = "lr grid" if self.part == "seeds" else f"{self.part} lr grid"
             out += [Runs(family, build, tried, (*streams[id(task)], valid), part=grid, per_seed=False)] * bool(tried)
-            out.append(Runs(family, build, self.seeds, (*streams[id(task)], valid, *test, *scored), part=self.part))
+            out.append(Runs(family, build, self.seeds, (*streams[id(task)], valid, *test, *scored), part=self.part,
+                            per_seed=self.per_seed))
         return out
 
 

@@ -50,7 +50,7 @@ def test_the_plans_count_the_seeds_and_the_learning_rate_grid(root, monkeypatch)
     for r in budget.plan(p):
         counts[r.family, r.part] += r.count
     assert counts == {**{(arm, part): n for arm in ("baseline", "hybrid", "null", "tokenwise", "hybrid_source")
-                         for part, n in (("lr grid", (len(p.lr_grid) + p.lr_extensions) * p.tuning_seeds),
+                         for part, n in (("MQAR lr grid", (len(p.lr_grid) + p.lr_extensions) * p.tuning_seeds),
                                          ("MQAR", p.n_seeds))},
                       **{(arm, "WikiText"): p.lm_seeds for arm in ("baseline", "hybrid", "null", "shared")}}
     p = params("t4", "02_time_indexed")

@@ -73,26 +73,3 @@ class GradientFlowParams(ODEHybridParams):
     def model_config(self, vocab_size: int, **override):
         """Study 01's hybrid: ``solver`` with ``ode_steps`` steps (keyword overrides pass through)."""
         return super().model_config(vocab_size, **{"solver": self.solver, "steps": self.ode_steps, **override})
-
-    def runs(self, tok) -> list:
-        """What the study runs (odebook.params.plan, for its budget): on MQAR, each arm's learning-rate grid on the
-        tuning seed (with every extension it may take), then every seed; then every arm of the WikiText section on
-        ``lm_seeds`` seeds."""
-        from odebook.data import mqar
-        from odebook.params.plan import Runs, Work, evaluations, lm_work, mqar_batch
-
-        from .arms import gradient_flow_arms, mqar_arms
-
-        vocab = mqar.Vocab(self.mqar_keys)
-        batch = mqar_batch(vocab, self.task_batch_size, self.mqar_pairs, self.seq_len)
-        valid = evaluations(self.task_steps, self.eval_interval) * self.eval_batches
-        scored = 3 * self.eval_batches  # the test set, the accuracy at k and on unseen pairs
-        out = []
-        for name, build in mqar_arms(self.model_config(vocab.size)).items():
-            train = Work(self.task_steps, batch)
-            grid = (len(self.lr_grid) + self.lr_extensions) * self.tuning_seeds
-            out += [Runs(name, build, grid, (train, Work(valid, batch, train=False)), part="lr grid"),
-                    Runs(name, build, self.n_seeds, (train, Work(valid + scored, batch, train=False)), part="MQAR")]
-        text = gradient_flow_arms(self.model_config(tok.vocab_size))
-        return out + [Runs(name, build, self.lm_seeds, lm_work(self, tok), part="WikiText")
-                      for name, build in text.items() if self.lm_seeds]

@@ -134,13 +134,10 @@ from odebook.study import dynamics, plots
 from odebook.study.claims import declaration, settle
 from odebook.study.experiment import loss_at_depth, run_seeds
 from odebook.study.looks import run_in_looks
-from odebook.study.task import lm_task
-from odebook.training.train import TrainConfig
 
 study = studies.load("02_time_indexed")  # this study's package: its parameters, arms, analysis and figures
 ti, figures = study.analysis, study.figures
 p, out, precision = notebook.start(study.Params, globals())
-print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
 display(Markdown(study.arms.table(p.models)))
 
 # %% [markdown]
@@ -180,11 +177,13 @@ print(f"looks at {design} seeds, each primary at α = {p.alpha / max(len(primari
 display(power_table)
 
 # %% [markdown]
-# ## Data
+# ## Data and plan
 
 # %%
-splits = data.tokenize(data.load_corpus(p.corpus, **p.corpus_files()), data.get_tokenizer(p.tokenizer))
+splits = study.data(p)
 print(splits.description)
+plan = study.plan(p, splits)  # the runs below, as the study declares them (its plan module)
+print(budget.line(p, precision, plan))  # what they will cost, before the first step (odebook.book.budget)
 
 # %% [markdown]
 # ## Learning rate per model
@@ -196,14 +195,13 @@ print(splits.description)
 # (the smallest rate within 0.012 nats of the lowest); the sensitivity row re-runs primary (1)'s arms it moves.
 
 # %%
-builders = p.arms(splits.vocab_size)
-task = lm_task(splits, **notebook.batch_shape(p))
-config, options = TrainConfig.from_params(p), notebook.run_options(p, out)
-log_dir, plan = options.pop("log_dir"), p.seed_plan
-rates = ti.tune_rates(builders, task, config, precision, lrs=p.lr_grid, seeds=plan.tuning,
-                      max_extensions=p.lr_extensions, **options)
-print(rates.describe(), f"\nlearning rates tuned on seeds {plan.tuning}; confirmatory seeds {plan.seeds[0]}–"
-      f"{plan.seeds[-1]}", *(f"\n{n}: {note}" for n, note in rates.untuned.items()))
+stage, options = plan["seeds"], notebook.run_options(p, out)
+builders, task, config = stage.arms, stage.task, stage.config
+log_dir, seeding = options.pop("log_dir"), p.seed_plan
+rates = ti.tune_rates(builders, task, config, precision, lrs=stage.lrs, seeds=seeding.tuning,
+                      max_extensions=stage.extensions, **options)
+print(rates.describe(), f"\nlearning rates tuned on seeds {seeding.tuning}; confirmatory seeds {seeding.seeds[0]}–"
+      f"{seeding.seeds[-1]}", *(f"\n{n}: {note}" for n, note in rates.untuned.items()))
 notebook.save_table(rates.table.assign(**{"one-SE rule": pd.Series(rates.old_rule)}), out, "lr_selection")
 display(rates.table.assign(**{"one-SE rule": pd.Series(rates.old_rule)}).round(4))
 
@@ -218,7 +216,7 @@ run_arms = functools.partial(run_seeds, builders, task, configs, precision, log_
 unigram = data.unigram_loss(splits.train, task.test, splits.vocab_size)  # the learned gates' reference
 values_of = functools.partial(ti.seed_differences, p.models, unigram=unigram)
 # without primaries (a profile whose models leave none) no look is taken: every seed runs at once
-looked = run_in_looks(run_arms, claims, values_of, plan=plan if primaries else SeedPlan(p.seed, p.n_seeds),
+looked = run_in_looks(run_arms, claims, values_of, plan=seeding if primaries else SeedPlan(p.seed, p.n_seeds),
                       alpha=p.alpha)
 runs = looked.runs
 print(f"{looked.seeds} of {p.n_seeds} seeds ran; the unigram model's test loss {unigram:.4f} nats")
@@ -229,7 +227,7 @@ display(Markdown(looked.markdown()))
 # The arms of primary (1) whose rate the earlier rule would move, re-run at that rate on the seeds that ran.
 
 # %%
-rerun = ti.rerun_old_rule(rates, builders, task, config, precision, seeds=plan.seeds[:looked.seeds], log_dir=log_dir,
+rerun = ti.rerun_old_rule(rates, builders, task, config, precision, seeds=seeding.seeds[:looked.seeds], log_dir=log_dir,
                          **options)
 print("re-run at the one-SE rule's rates:", {n: rates.old_rule[n] for n in rates.moved} or "none")
 

@@ -263,6 +263,9 @@ def flag_untuned(settled: Settled, untuned: Mapping[str, str]) -> Settled:
     return dataclasses.replace(settled, note="; ".join(x for x in (settled.note, flag) if x))
 
 
+TIMED = (("ti_mlp", "tong"), ("ti_ssm", "ti_mlp"))  # the speed comparisons: each pair's steps timed interleaved
+
+
 def step_timings(runs: Sequence[Run], batch: tuple, loss_fn: Callable, lrs: Mapping[str, float], precision: Precision,
                  *, reps: int, grad_clip: float) -> dict[tuple[str, str], Timing]:
     """A TI-MLP training step against a Tong step, and an SSM step against a TI-MLP step (where both arms ran): each
@@ -275,7 +278,7 @@ def step_timings(runs: Sequence[Run], batch: tuple, loss_fn: Callable, lrs: Mapp
 
     sync = torch.cuda.synchronize if precision.device.type == "cuda" else lambda: None
     return {(a, b): interleaved(step_of(a), step_of(b), reps=reps, sync=sync)
-            for a, b in (("ti_mlp", "tong"), ("ti_ssm", "ti_mlp")) if {a, b} <= arms}
+            for a, b in TIMED if {a, b} <= arms}
 
 
 def at_equal_time(ssm: Run, mlp: Run, ratio: float) -> float:

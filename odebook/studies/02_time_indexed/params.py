@@ -78,18 +78,3 @@ class TimeIndexedParams(TextCorpusParams):
         """Each model of ``models`` by name: what builds it."""
         cfg = self.model_config(vocab_size)
         return {name: functools.partial(cfg.build, name) for name in self.models}
-
-    def runs(self, tok) -> list:
-        """What the study runs (odebook.params.plan, for its budget): each model's grid on the tuning seeds (with its
-        extensions, at most ``lr_extensions``) and its seeds; the one-standard-error sensitivity's re-runs (counted as
-        the TI-MLP's seeds: the family with the flat curve is the one that rule moves); then the interleaved timing of
-        two pairs of models (odebook.study.timing: three warm-up pairs, ``timing_reps`` timed)."""
-        from odebook.params.plan import Runs, Work, lm_work, token_windows, tuned
-
-        arms = self.arms(tok.vocab_size)
-        runs = [r for name, build in arms.items() for r in tuned(self, tok, name, build, self.lr_extensions)]
-        if {"ti_mlp", "standard", "tong"} <= set(self.models):
-            runs.append(Runs("ti_mlp", arms["ti_mlp"], self.n_seeds, lm_work(self, tok), part="sensitivity"))
-        timed = [m for a, b in (("ti_mlp", "tong"), ("ti_ssm", "ti_mlp")) if {a, b} <= set(self.models) for m in (a, b)]
-        step = Work(self.timing_reps + 3, token_windows(tok.vocab_size, self.batch_size, self.seq_len))
-        return runs + [Runs(m, arms[m], 1, (step,), setup=False, part="timing") for m in timed]

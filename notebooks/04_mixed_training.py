@@ -178,7 +178,6 @@ from IPython.display import Markdown, display
 
 from odebook import studies
 from odebook.book import budget, notebook
-from odebook.data import corpus as data
 from odebook.data import tasks
 from odebook.models.lm import generate
 from odebook.study import retrieval
@@ -186,29 +185,23 @@ from odebook.study.claims import declaration
 from odebook.study.experiment import run_seeds
 from odebook.study.looks import run_in_looks
 from odebook.study.stats import mean_ci
-from odebook.training.train import TrainConfig
 
 study = studies.load("04_mixed_training")  # this study's package: its parameters, arms, analysis and figures
 mt = study.analysis
 p, out, precision = notebook.start(study.Params, globals())
-print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
-tok = p.vocabulary()  # the tokenizer's tokens that the training stories and the task use, numbered afresh
 arms = p.arms()  # name → configuration (odebook.models.configs.PatternConfig)
 
 # %% [markdown]
-# ## Data
+# ## Data and plan
 
 # %%
-stories = data.load_tinystories(p.max_train_stories)
-train_docs, valid_docs = ([torch.tensor(tok.encode(s)) for s in split] for split in (stories.train, stories.valid))
-unknown = torch.cat(valid_docs).eq(tok.unknown).double().mean()
-print(f"corpus {p.corpus}:", stories.description, f"Tokenizer: {tok.name}; held-out tokens outside it: {unknown:.1%}.",
+d = study.data(p)  # the stories in the models' vocabulary, held-out windows and prompts, the retrieval sets
+tok, eval_sets = d.tok, d.eval_sets  # tok: the tokenizer's tokens the stories and the task use, numbered afresh
+unknown = torch.cat(d.valid).eq(tok.unknown).double().mean()
+print(f"corpus {p.corpus}:", d.docs.description, f"Tokenizer: {tok.name}; held-out tokens outside it: {unknown:.1%}.",
       sep="\n")
-valid_batches = data.fixed_document_batches(valid_docs, p.eval_batches, p.batch_size, p.seq_len)
-stages = tasks.equal_stages(p.curriculum, p.steps)
-valid_prompts = mt.held_out_prompts(tok, p.retrieval_batch_size, p.eval_seed + 100, n_filler=max(p.curriculum),
-                                    ks=p.ks, n=p.eval_batches)  # what tuning reads where a regime trains retrieval
-eval_sets = tasks.evaluation_sets(p.retrieval_eval_examples, p.eval_seed, ks=p.ks, n_filler=max(p.curriculum))
+plan = study.plan(p, d, precision)  # the runs below, as the study declares them (its plan module)
+print(budget.line(p, precision, plan))  # what they will cost, before the first step (odebook.book.budget)
 back = {(name, k): [tasks.distance(ex, tok) for ex in exs] for (name, k), exs in eval_sets.items()}
 distances = pd.Series({name: np.median(d) for (name, k), d in back.items() if k == max(p.ks)},
                       name=f"median distance (tokens), k = {max(p.ks)}")
@@ -252,15 +245,12 @@ display(Markdown(declaration(claims)))
 # sends it one grid step further (study.lr_grid), at most `lr_extensions` times.
 
 # %%
-regime_task = mt.regime_tasks(arms, p.regimes, train_docs=train_docs, valid=valid_batches, valid_prompts=valid_prompts,
-                              tok=tok, eval_sets=eval_sets, stages=stages, ks=p.ks, window=p.window,
-                              batch_size=p.batch_size, seq_len=p.seq_len, retrieval_batch_size=p.retrieval_batch_size,
-                              precision=precision)
-config, options = TrainConfig.from_params(p), notebook.run_options(p, out)
-log_dir, plan = options.pop("log_dir"), p.seed_plan
-rates = mt.tune_rates(arms, p.regimes, regime_task, config, precision, lrs=p.lr_grid, seeds=plan.tuning,
-                      max_extensions=p.lr_extensions, tie=p.lr_tie, **options)
-print(f"learning rates tuned on seeds {plan.tuning}; confirmatory seeds {plan.seeds[0]}–{plan.seeds[-1]}",
+stage, options = plan["seeds"], notebook.run_options(p, out)
+regime_task, config = stage.task, stage.config  # a task per arm × regime (mt.regime_tasks)
+log_dir, seeding = options.pop("log_dir"), p.seed_plan
+rates = mt.tune_rates(arms, p.regimes, regime_task, config, precision, lrs=stage.lrs, seeds=seeding.tuning,
+                      max_extensions=stage.extensions, tie=p.lr_tie, **options)
+print(f"learning rates tuned on seeds {seeding.tuning}; confirmatory seeds {seeding.seeds[0]}–{seeding.seeds[-1]}",
       *(f"\n{n}: {note}" for n, note in rates.untuned.items()))
 notebook.save_table(rates.table, out, "lr_selection")
 display(rates.table.round(4))
@@ -271,12 +261,11 @@ display(rates.table.round(4))
 # arms (paired).
 
 # %%
-grid = {f"{arm}_{regime}": arm for arm in arms for regime in p.regimes}
 sample = f"{design.source[0]}_mixed" if design.drop and "mixed" in p.regimes else None
-configs = {n: dataclasses.replace(config, lr=rates.chosen[n]) for n in grid}
-run_arms = functools.partial(run_seeds, {name: arms[arm].build for name, arm in grid.items()}, regime_task, configs,
-                             precision, log_dir=log_dir, **options, keep={(sample, p.seed)})
-looked = run_in_looks(run_arms, claims, functools.partial(mt.seed_differences, design), plan=plan, alpha=p.alpha)
+configs = {n: dataclasses.replace(config, lr=rates.chosen[n]) for n in stage.arms}
+run_arms = functools.partial(run_seeds, stage.arms, regime_task, configs, precision, log_dir=log_dir, **options,
+                             keep={(sample, p.seed)})
+looked = run_in_looks(run_arms, claims, functools.partial(mt.seed_differences, design), plan=seeding, alpha=p.alpha)
 runs = looked.runs
 print(f"{looked.seeds} of {p.n_seeds} seeds ran")
 display(Markdown(looked.markdown()))
@@ -341,7 +330,7 @@ if sample_model is not None and p.n_samples:
 notebook.save_results(
     out,
     headline=mt.headline(table, design, arms),
-    data=stories.description, precision=str(precision), parameters=p.to_dict(), lr_selection=rates.table,
+    data=d.docs.description, precision=str(precision), parameters=p.to_dict(), lr_selection=rates.table,
     lr_tuning=rates.untuned, table=table, by_distance=by_distance, ppl=ppl, runs=origins, verdicts=verdicts,
     samples=samples)
 

@@ -238,6 +238,11 @@ def models_table(arms: Mapping, *, window: int, nearest_far: int) -> pd.DataFram
     return table
 
 
+def ablations_of(arm) -> list[str]:
+    """What an arm's retrieval is scored under: every ablation where it reads a GDN state, else its local path's."""
+    return list(retrieval.ABLATIONS) if arm.state_read else ["normal", "local zeroed"]
+
+
 def regime_tasks(arms: Mapping, regimes: Sequence[str], *, train_docs: Sequence, valid: Sequence,
                  valid_prompts: Sequence, tok, eval_sets: Mapping, stages: Sequence, ks: Sequence[int], window: int,
                  batch_size: int, seq_len: int, retrieval_batch_size: int, precision: Precision) -> dict[str, Task]:
@@ -252,9 +257,8 @@ def regime_tasks(arms: Mapping, regimes: Sequence[str], *, train_docs: Sequence,
         return iter({"lm": lm, "retrieval": prompts, "mixed": zip(lm, prompts)}[regime])
 
     def score(arm, regime, run):
-        ablations = list(retrieval.ABLATIONS) if arms[arm].state_read else ["normal", "local zeroed"]
-        rows = retrieval.score_rows(run.module, eval_sets, tok, precision.device, window=window, ablations=ablations,
-                                    arm=arm, regime=regime, seed=run.seed)
+        rows = retrieval.score_rows(run.module, eval_sets, tok, precision.device, window=window,
+                                    ablations=ablations_of(arms[arm]), arm=arm, regime=regime, seed=run.seed)
         return rows, {"arm": arm, "regime": regime, "seed": run.seed,
                       "PPL": math.exp(evaluate(run.module, valid, precision))}
 

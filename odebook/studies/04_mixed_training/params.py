@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from odebook.models.configs import PatternConfig
 from odebook.models.local_paths import LOCAL_PATHS
-from odebook.params.retrieval import ABLATIONS, RetrievalParams
+from odebook.params.retrieval import RetrievalParams
 from odebook.params.schema import spec
 
 from .output_drop import OutputDropConfig
@@ -91,33 +91,3 @@ class MixedTrainingParams(RetrievalParams):
         if self.comparator:
             arms["attention"] = self.model_config(self.pattern.replace("G", "C"), d_model=self.d_model)
         return arms
-
-    def runs(self, tok) -> list:
-        """What the study runs (odebook.params.plan, for its budget): every arm in every regime on its learning-rate
-        grid on the tuning seeds (validation only), then on every seed at its chosen rate — language-model windows,
-        the retrieval curriculum or both, evaluated on the regime's held-out objective and scored on the retrieval
-        sets under each ablation it has (odebook.study.retrieval.score_rows)."""
-        import functools
-
-        from odebook.models.lm import mixed_loss
-        from odebook.params import plan as w
-
-        tok = self.vocabulary()  # the models' own tokens, not the budget's base tokenizer
-        windows = w.token_windows(tok.vocab_size, self.batch_size, self.seq_len)
-        prompts = functools.partial(w.prompts, tok, self.retrieval_batch_size, self.ks)
-        last = prompts(max(self.curriculum))
-        train = {"lm": (w.Work(self.steps, windows),), "retrieval": w.curriculum_work(self, self.steps, prompts),
-                 "mixed": w.curriculum_work(self, self.steps, lambda n: lambda: (windows(), prompts(n)()), mixed_loss)}
-        n = w.evaluations(self.steps, self.eval_interval) * self.eval_batches
-        valid = {"lm": w.Work(n, windows, train=False), "retrieval": w.Work(n, last, train=False),
-                 "mixed": w.Work(n, last, train=False)}
-        ppl = w.Work(self.eval_batches, windows, train=False)  # the held-out perplexity at the end
-        grid = (len(self.lr_grid) + self.lr_extensions) * self.tuning_seeds
-        out = []
-        for arm in self.arms().values():
-            family = "hybrid" if arm.state_read else "stateless"
-            scored = w.scoring_work(self, tok, len(ABLATIONS) if arm.state_read else 2)
-            out += [run for regime in self.regimes for run in (
-                w.Runs(family, arm.build, grid, (*train[regime], valid[regime]), part="lr grid"),
-                w.Runs(family, arm.build, self.n_seeds, (*train[regime], valid[regime], ppl, *scored)))]
-        return out

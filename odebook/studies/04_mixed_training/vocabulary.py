@@ -19,7 +19,7 @@ import numpy as np
 from odebook.data import corpus as data
 from odebook.data import tasks
 
-__all__ = ["UsedTokens", "used_tokens", "UNKNOWN"]
+__all__ = ["UsedTokens", "used_tokens", "stories", "UNKNOWN"]
 
 UNKNOWN = "\N{REPLACEMENT CHARACTER}"  # how a decoded "unknown" token reads
 TASK_EXAMPLES = 400  # prompts (4 bindings, 8 filler sentences) whose tokens join the vocabulary: each word many times
@@ -38,7 +38,11 @@ class UsedTokens:
         self._ids[self.used] = np.arange(self.unknown)
 
     def encode(self, text: str) -> list[int]:
-        return self._ids[self.base.encode(text)].tolist()
+        return self.renumbered(self.base.encode(text)).tolist()
+
+    def renumbered(self, base_ids: Sequence[int]) -> np.ndarray:
+        """``base``'s ids as this vocabulary's."""
+        return self._ids[np.asarray(base_ids, dtype=np.int64)]
 
     def decode(self, ids: Sequence[int]) -> str:
         pieces, run = [], []
@@ -60,9 +64,16 @@ def task_tokens(base: data.Tokenizer) -> set[int]:
 
 
 @functools.cache
+def stories(tokenizer: str, max_train_stories: int) -> tuple[data.Documents, list[list[int]], list[list[int]]]:
+    """The first ``max_train_stories`` TinyStories training stories and the held-out ones, and each split's stories in
+    ``tokenizer``'s ids: cut once, for the vocabulary and for the documents the models train on."""
+    base, docs = data.get_tokenizer(tokenizer), data.load_tinystories(max_train_stories)
+    return docs, [base.encode(s) for s in docs.train], [base.encode(s) for s in docs.valid]
+
+
+@functools.cache
 def used_tokens(tokenizer: str, max_train_stories: int) -> UsedTokens:
     """The vocabulary of ``tokenizer``'s tokens in the first ``max_train_stories`` TinyStories training stories and
     in the retrieval task."""
-    base = data.get_tokenizer(tokenizer)
-    stories = data.load_tinystories(max_train_stories).train
-    return UsedTokens(base, {t for s in stories for t in base.encode(s)} | task_tokens(base))
+    base, train = data.get_tokenizer(tokenizer), stories(tokenizer, max_train_stories)[1]
+    return UsedTokens(base, {t for ids in train for t in ids} | task_tokens(base))

@@ -105,19 +105,18 @@ from IPython.display import Markdown, display
 
 from odebook import studies
 from odebook.book import budget, notebook
-from odebook.data import corpus as data
 from odebook.data import mqar, tasks
 from odebook.study import recall, retrieval
 from odebook.study.claims import declaration, settle
 from odebook.study.looks import void_by_controls
-from odebook.study.task import lm_task
-from odebook.training.train import TrainConfig
 
 study = studies.load("03_gdn_scaling")  # this study's package: its parameters, arms, analysis and figures
 capacity, colours, scaling, figures = study.capacity, study.colours, study.scaling, study.figures
 p, out, precision = notebook.start(study.Params, globals())
-print(budget.line(p, precision))  # what this profile will cost, before the first step (odebook.book.budget)
-tok = data.get_tokenizer(p.tokenizer)
+d = study.data(p, precision.device)  # MQAR's sets and task, the tokenizer, the ladder's corpus (its plan module)
+plan = study.plan(p, d, precision.device)  # the runs below, as the study declares them
+print(budget.line(p, precision, plan))  # what they will cost, before the first step (odebook.book.budget)
+tok = d.tok
 print(f"sizes (width × GDN layers): {[scaling.size_name(p, i) for i in range(len(p.ladder_d))]}; tokenizer {tok.name}")
 
 # %% [markdown]
@@ -219,23 +218,21 @@ display(pd.Series(mechanism, name="retrieval MSE").to_frame())
 # How this design was chosen, and the runs before it: the appendix at the end.
 
 # %%
-V, ks = mqar.Vocab(p.mqar_keys), p.mqar_eval_ks
-score_sets, recall_task, shortcut = capacity.recall_task(p, V, precision.device)  # scoring sets: a new series
-mqar_arms = {name: arm.build for name, arm in p.mqar_arms().items()}
+V, ks, stage = d.vocab, p.mqar_eval_ks, plan["MQAR"]
+score_sets, recall_task, shortcut, rule = d.score_sets, d.task, d.shortcut, d.rule  # the restart rule's check in it
+mqar_arms = stage.arms
 print(f"MQAR: {V.size} tokens, chance {mqar.chance(V):.3f}; the best non-binder at the first query "
       + ", ".join(f"k={k}: {a:.3f}" for k, a in shortcut.items()))
 
-arms = capacity.Arms(tuple(p.mqar_heads), p.mqar_width, tuple(ks), p.mqar_margin)  # names each comparison once
+arms = d.arms  # capacity.Arms: names each comparison once
 mqar_claims = capacity.binding_claims(arms)
 display(Markdown(declaration(mqar_claims)))
 mqar_options = notebook.run_options(p, out, "mqar")
 mqar_values = functools.partial(capacity.binding_values, arms, non_binder=shortcut, chance=mqar.chance(V))
-recall_task, rule = study.restarts.with_rule(p, arms, recall_task, V, precision.device)  # the restart rule's check
 mqar_looked, mqar_lr_table, mqar_tuning = study.restarts.tune_then_look(
-    mqar_arms, recall_task, TrainConfig.from_params(p, steps=p.mqar_steps), precision, mqar_claims,
-    mqar_values, rule=rule, lrs=p.mqar_lr_grid, plan=p.seed_plan, alpha=p.alpha,
-    max_extensions=p.mqar_lr_extensions, run_only={"keep": False, "log_dir": mqar_options.pop("log_dir")},
-    **mqar_options)
+    mqar_arms, recall_task, stage.config, precision, mqar_claims, mqar_values, rule=rule, lrs=stage.lrs,
+    plan=p.seed_plan, alpha=p.alpha, max_extensions=stage.extensions,
+    run_only={"keep": False, "log_dir": mqar_options.pop("log_dir")}, **mqar_options)
 mqar_runs, mqar_lr = mqar_looked.runs, mqar_lr_table["chosen lr"]
 notebook.save_table(mqar_lr_table, out, "mqar_lr_selection")
 display(mqar_lr_table.round(4))
@@ -275,7 +272,8 @@ notebook.save_figure(figures.mqar_capacity(mqar_table, ks, shortcut, mqar.chance
 # "not held": a model with no memory beyond its convolutions' reach, varying from seed to seed like the trained ones.
 
 # %%
-retrieval_runs = colours.colour_runs(p, tok, precision, **notebook.run_options(p, out, "retrieval"))
+retrieval_runs = colours.colour_runs(plan["retrieval"], precision, seeds=p.seed_plan.seeds,
+                                     **notebook.run_options(p, out, "retrieval"))
 origins = {f"{r.model}_seed{r.seed}": r.origin for r in retrieval_runs}
 print("runs:", ", ".join(f"{run} {origin}" for run, origin in origins.items()))
 scored = pd.concat([r.scores for r in retrieval_runs])
@@ -308,10 +306,8 @@ display(retrieval.summary(facts, ["size", "set"]).round(3).rename(columns={"exam
 # %%
 ladder = scaling.Ladder.empty()  # where this profile lists no series: no runs, no fits, no go/no-go
 if p.series:
-    splits = data.tokenize(data.load_corpus(p.corpus), tok)
-    print(splits.description, f"tokens per size: {p.steps} steps × {p.batch_size} × {p.seq_len}", sep="\n")
-    ladder = scaling.run_ladder(p, lm_task(splits, **notebook.batch_shape(p)), precision,
-                                **notebook.run_options(p, out, "lm"))
+    print(d.splits.description, f"tokens per size: {p.steps} steps × {p.batch_size} × {p.seq_len}", sep="\n")
+    ladder = scaling.run_ladder(p, plan["ladder"], precision, **notebook.run_options(p, out, "lm"))
     notebook.save_table(ladder.lr_choice, out, "lr_choice")
     notebook.save_table(ladder.table, out, "lm_ladder")
     display(ladder.lr_choice.round(4))
@@ -366,7 +362,7 @@ notebook.save_results(
               **{f"{s} alpha": fits[s].alpha for s in p.series},
               **{f"{size} acc at k={max(p.ks)} (best shortcut)": f"{r.acc:.2f} ({r['best shortcut']:.2f})"
                  for (size, k), r in by_k.xs("random", level="set").iterrows() if k == max(p.ks)}},
-    data=splits.description if p.series else "no language-model ladder", precision=str(precision),
+    data=d.splits.description if p.series else "no language-model ladder", precision=str(precision),
     parameters=p.to_dict(), mechanism=mechanism, retrieval_by_k=by_k, by_distance=by_distance,
     lr_choice=ladder.lr_choice, ladder=ladder.table, runs=ladder.records, retrieval_runs=origins, mqar=mqar_table,
     mqar_capacity=by_stack, mqar_non_binder=shortcut, mqar_lr_selection=mqar_lr_table,

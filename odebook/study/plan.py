@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
+from odebook.data import tasks
 from odebook.models.lm import lm_loss
 from odebook.study.task import Task
 from odebook.training.train import TrainConfig
 
-__all__ = ["Work", "Runs", "Stage", "Plan", "evaluations", "POINTS"]
+__all__ = ["Work", "Runs", "Stage", "Plan", "evaluations", "retrieval_scoring", "POINTS"]
 
 POINTS = 4  # batches drawn from a run's stream to cost its steps: at its start and each quarter after
 
@@ -68,6 +70,14 @@ def evaluations(steps: int, interval: int) -> int:
 
 def _constant(batch: Any) -> Callable[[], Any]:
     return lambda: batch
+
+
+def retrieval_scoring(sets: Mapping[Any, Sequence[tasks.Example]], tok, ablations: int = 1) -> tuple[Work, ...]:
+    """The forward passes of scoring a model on retrieval ``sets`` under ``ablations`` ablations
+    (odebook.study.retrieval.score_rows): a pass per ``tasks.SCORE_BATCH`` prompts, on each set's own first prompts."""
+    return tuple(Work(ablations * math.ceil(len(examples) / tasks.SCORE_BATCH),
+                      _constant(tasks.batch(examples[:tasks.SCORE_BATCH], tok)[:2]), train=False)
+                 for examples in sets.values())
 
 
 def _stream(task: Task, steps: int) -> tuple[Work, ...]:

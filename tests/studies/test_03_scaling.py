@@ -68,7 +68,9 @@ def test_a_profile_with_no_series_runs_no_ladder_and_says_so():
 
     study = studies.load("03_gdn_scaling")
     p = study.Params.from_mapping({**load_yaml("params/smoke/03_gdn_scaling.yaml"), "series": []}, "test")
-    ladder = scaling.run_ladder(p, task=None, precision=None)
+    stage = scaling.ladder_stage(p, task=None)
+    assert not stage.arms and stage.runs() == []  # nothing to run, nothing for the budget to count
+    ladder = scaling.run_ladder(p, stage, precision=None)
     assert ladder.table.empty and ladder.lr_choice.empty and ladder.records == [] and ladder.fits() == {}
     assert scaling.go_no_go_verdicts(ladder.fits(), ladder, p) == []
     fig = study.figures.capacity_distance_scaling(*_retrieval_frames(), ladder.table, {}, bins=["a"], chance=0.1,

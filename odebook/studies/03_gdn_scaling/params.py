@@ -126,37 +126,3 @@ class GDNScalingParams(RetrievalParams):
         """Ladder size ``i`` in ``series`` (the hybrid's S layer reads the state with no bottleneck)."""
         return self.model_config(SERIES[series](self.ladder_layers[i]), d_model=self.ladder_d[i],
                                  local_path="none" if series == "hybrid" else None)
-
-    def runs(self, tok) -> list:
-        """What the study runs (odebook.params.plan, for its budget): the ladder (each size's grid on the tuning
-        seed, then its seeds); the retrieval runs on the curriculum (each size and its no-state control), scored;
-        the MQAR arms (``mqar_arms``), each on its grid (every extension it may take, on every tuning seed) and then
-        every seed — training steps on sequences of ``mqar_seq_len`` tokens (the same cost at every k), the
-        validation passes (every k's sets), and the scoring of every k and the held-out pairs, and of the first
-        queries as drawn and re-bound (odebook.study.recall)."""
-        import functools
-
-        from odebook.data import mqar
-        from odebook.params import plan as w
-
-        from .no_state import NoStateConfig
-
-        ladder = [r for s in self.series for i in range(len(self.ladder_d))
-                  for r in w.tuned(self, tok, s, self.size_config(i, s).build)]
-        prompts = functools.partial(w.prompts, tok, self.retrieval_batch_size, self.ks)
-        valid = w.Work(w.evaluations(self.retrieval_steps, self.eval_interval), prompts(max(self.curriculum)),
-                       train=False)
-        bind = (*w.curriculum_work(self, self.retrieval_steps, prompts), valid, *w.scoring_work(self, tok, 1))
-        bound = [w.Runs(family, config.build, self.n_seeds, bind, part="retrieval") for i in self.retrieval_sizes
-                 for family, config in (("gdn", self.size_config(i, "gdn")),
-                                        ("no state", NoStateConfig.of(self.size_config(i, "gdn"))))]
-        batch = w.mqar_batch(mqar.Vocab(self.mqar_keys), self.mqar_batch_size, min(self.mqar_train_ks),
-                             self.mqar_seq_len, self.mqar_power_a)
-        sets = len(self.mqar_eval_ks) + 1
-        forwards = ((w.evaluations(self.mqar_steps, self.eval_interval) * len(self.mqar_eval_ks) + sets)
-                    * self.mqar_eval_batches + 2 * mqar.SCORING_BATCHES * len(self.mqar_eval_ks))
-        recall = (w.Work(self.mqar_steps, batch), w.Work(forwards, batch, train=False))
-        tried = (len(self.mqar_lr_grid) + self.mqar_lr_extensions) * self.tuning_seeds
-        return ladder + bound + [w.Runs(name.split(" h")[0], arm.build, n, recall, part=part)  # family: gdn, …
-                                 for name, arm in self.mqar_arms().items()
-                                 for n, part in ((tried, "MQAR lr grid"), (self.n_seeds, "MQAR"))]

@@ -24,11 +24,12 @@ import pandas as pd
 
 from odebook.models.lm import block_params
 from odebook.study.experiment import summarize, tune_then_run
+from odebook.study.plan import Stage
 from odebook.study.stats import Interval, PowerLaw, Verdict, decide, power_law_fit
 from odebook.training.train import TrainConfig
 
-__all__ = ["MIN_DOF", "MIN_TOKENS_PER_PARAMETER", "seed_bootstrap", "decidable", "size_name", "Ladder", "run_ladder",
-           "go_no_go", "go_no_go_verdicts"]
+__all__ = ["MIN_DOF", "MIN_TOKENS_PER_PARAMETER", "seed_bootstrap", "decidable", "size_name", "Ladder", "ladder_stage",
+           "run_ladder", "go_no_go", "go_no_go_verdicts"]
 
 MIN_DOF = 2
 MIN_TOKENS_PER_PARAMETER = 20.0
@@ -98,24 +99,30 @@ class Ladder:
                 for s, rows in self.table.groupby(level="series", sort=False)}
 
 
-def run_ladder(p, task, precision, **options) -> Ladder:
-    """Every series of ``p`` at every size: the rate of ``p.lr_grid`` chosen on the seed plan's tuning seed, then every
+def ladder_stage(p, task) -> Stage:
+    """Every series of ``p`` at every size ("<series> <size>", its family the series) on the language-model ``task``:
+    each on ``p.lr_grid`` on the tuning seeds, then every confirmatory seed at its rate."""
+    arms = {f"{s} {size_name(p, i)}": p.size_config(i, s).build for s in p.series for i in range(len(p.ladder_d))}
+    return Stage(arms, task, TrainConfig.from_params(p), p.n_seeds, p.lr_grid, tuning_seeds=p.tuning_seeds,
+                 part="ladder", family={name: name.split(" ")[0] for name in arms})
+
+
+def run_ladder(p, stage: Stage, precision, **options) -> Ladder:
+    """``ladder_stage``'s sizes one at a time: the rate of its grid chosen on the seed plan's tuning seeds, then every
     confirmatory seed at it (``experiment.tune_then_run``). No series: an empty ladder (no runs, no fits)."""
     tokens = p.steps * p.batch_size * p.seq_len
     lr_rows, rows, losses, records = [], [], {}, []
-    for s in p.series:
-        for i in range(len(p.ladder_d)):
-            size = size_name(p, i)
-            name = f"{s} {size}"
-            runs, tried, chosen = tune_then_run({name: p.size_config(i, s).build}, task, TrainConfig.from_params(p),
-                                                precision, lrs=p.lr_grid, plan=p.seed_plan, **options)
-            lr_rows += [{"series": s, "size": size, "lr": lr, "val_loss": loss, "chosen": lr == chosen[name]}
-                        for lr, loss in tried.loc[name].items()]
-            records += [r.record() for r in runs]
-            losses[s, size] = [r.history.final_eval_loss for r in runs]
-            n = block_params(runs[0].module)
-            rows.append({"series": s, "size": size, "lr": chosen[name], "tokens": tokens, "non-embedding params": n,
-                         "tokens per parameter": tokens / n, **summarize(runs).iloc[0].to_dict()})
+    for name, build in stage.arms.items():
+        s, size = name.split(" ", 1)
+        runs, tried, chosen = tune_then_run({name: build}, stage.task, stage.config, precision, lrs=stage.lrs,
+                                            plan=p.seed_plan, **options)
+        lr_rows += [{"series": s, "size": size, "lr": lr, "val_loss": loss, "chosen": lr == chosen[name]}
+                    for lr, loss in tried.loc[name].items()]
+        records += [r.record() for r in runs]
+        losses[s, size] = [r.history.final_eval_loss for r in runs]
+        n = block_params(runs[0].module)
+        rows.append({"series": s, "size": size, "lr": chosen[name], "tokens": tokens, "non-embedding params": n,
+                     "tokens per parameter": tokens / n, **summarize(runs).iloc[0].to_dict()})
     if not rows:
         return Ladder.empty()
     return Ladder(pd.DataFrame(lr_rows).set_index(["series", "size", "lr"]),

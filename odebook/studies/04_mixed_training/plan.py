@@ -4,12 +4,11 @@ step."""
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import torch
 
 from odebook.data import corpus, tasks
-from odebook.study.plan import Plan, Stage, Work
+from odebook.study.plan import Plan, Stage, Work, retrieval_scoring
 from odebook.training.runtime import Precision, precision_for
 from odebook.training.train import TrainConfig
 
@@ -49,19 +48,16 @@ def data(p: MixedTrainingParams) -> Data:
 def plan(p: MixedTrainingParams, d: Data, precision: Precision | None = None) -> Plan:
     """"seeds": every arm in every regime ("<arm>_<regime>", on its regime's task: analysis.regime_tasks) on its
     learning-rate grid on the tuning seeds, then on every seed, each scored on the retrieval sets under every ablation
-    it has (a pass per ``tasks.SCORE_BATCH`` prompts) and for its held-out perplexity."""
+    it has and for its held-out perplexity."""
     arms, precision = p.arms(), precision or precision_for(torch.device("cpu"))
     task = regime_tasks(arms, p.regimes, train_docs=d.train, valid=d.valid_batches, valid_prompts=d.valid_prompts,
                         tok=d.tok, eval_sets=d.eval_sets, stages=tasks.equal_stages(p.curriculum, p.steps), ks=p.ks,
                         window=p.window, batch_size=p.batch_size, seq_len=p.seq_len,
                         retrieval_batch_size=p.retrieval_batch_size, precision=precision)
-    sets = [Work(math.ceil(len(examples) / tasks.SCORE_BATCH),
-                 (lambda b: lambda: b)(tasks.batch(examples[:tasks.SCORE_BATCH], d.tok)[:2]), train=False)
-            for examples in d.eval_sets.values()]
     ppl = Work(len(d.valid_batches), lambda: d.valid_batches[0], train=False)
 
     def scored(arm) -> tuple[Work, ...]:
-        return (*(dataclasses.replace(w, n=w.n * len(ablations_of(arm))) for w in sets), ppl)
+        return (*retrieval_scoring(d.eval_sets, d.tok, len(ablations_of(arm))), ppl)
 
     names = {f"{arm}_{regime}": arm for arm in arms for regime in p.regimes}
     return Plan({"seeds": Stage({n: arms[a].build for n, a in names.items()}, task, TrainConfig.from_params(p),

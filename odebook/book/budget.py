@@ -1,8 +1,8 @@
 """What a study's profile will cost, said before its first training step: the estimated wall time on this device, the
 peak memory of its largest model at the profile's shapes, and the estimate on a T4 with whether that fits its 15 GB.
 
-The time: the work of each study's runs (as its parameters declare them, ``runs``: odebook.params.plan — training
-steps on batches of the shapes its loader gives, forward passes of evaluation and retrieval scoring) costs its FLOPs
+The time: the work of the runs the study's notebook executes (its plan, odebook.study.plan — training steps on the
+batches its tasks give, forward passes of evaluation and scoring on their own batches) costs its FLOPs
 (odebook.study.flops: each kind of pass counted once per model) at a rate measured on this device by a short timed
 probe — six steps of the training loop itself, the median of the last five — of the largest training step of each
 family (a pass whose FLOPs torch cannot count is probed itself), plus what each run does before its first step (timed:
@@ -53,7 +53,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
@@ -63,14 +62,13 @@ from odebook.book.calibration import CALIBRATION, calibrated, record
 from odebook import studies
 from odebook.params import ParamError, Params
 from odebook.study.measure import peak_memory
-from odebook.data.corpus import get_tokenizer
 from odebook.training.code_hash import study_hash
 from odebook.training.fingerprint import arithmetic
 from odebook.training import checkpoint
 from odebook.training.executor import Workers
 from odebook.training.runtime import Precision, precision_for, resolve_device
 from odebook.training.train import TrainConfig, train
-from odebook.params.plan import EXECUTED, Runs, Work
+from odebook.study.plan import Plan, Runs, Work
 
 __all__ = ["Runs", "Work", "Budget", "planned", "plan", "estimate", "memory", "announce", "line",
            "HANDED",
@@ -145,31 +143,21 @@ def _duration(seconds: float) -> str:
 
 
 def planned(params: Params) -> bool:
-    """Whether the study of ``params`` declares its runs, so that it can be costed: its plan (odebook.study.plan), or,
-    until every study has one, ``runs`` beside its parameters."""
-    return _study_plan(params) is not None or callable(getattr(params, "runs", None))
-
-
-def _study_plan(params: Params) -> Callable | None:
-    """The study's ``plan(p, data)`` and ``data(p)`` as one call, where its package declares them."""
+    """Whether ``params`` are a study's whose package declares its plan (odebook.study.plan), so that it can be
+    costed."""
     try:
-        study = studies.load(params.study)
+        return hasattr(studies.load(params.study), "plan")
     except ParamError:  # a notebook that is not one of the book's studies
-        return None
-    return (lambda: study.plan(params, study.data(params))) if hasattr(study, "plan") else None
+        return False
 
 
-def _executed(runs: Runs) -> bool:
-    """Whether ``runs`` are the executor's jobs (side by side on a CPU with workers)."""
-    return getattr(runs, "executed", runs.part in EXECUTED)  # a study's ``runs`` names them by their part
-
-
-def plan(params: Params, made: Any = None) -> list[Runs]:
-    """The training runs the study of ``params`` makes: its plan's (``made``, where the notebook has it already), or
-    as its parameters declare them (odebook.params.plan)."""
-    if made is None and (of_study := _study_plan(params)) is not None:
-        made = of_study()
-    return made.runs() if made is not None else params.runs(get_tokenizer(params.tokenizer))
+def plan(params: Params, made: Plan | None = None) -> list[Runs]:
+    """The runs the study of ``params`` makes: its plan's (``made``, where the notebook has it already, else the
+    study's ``plan(p, data(p))``)."""
+    if made is None:
+        study = studies.load(params.study)
+        made = study.plan(params, study.data(params))
+    return made.runs()
 
 
 def _cpu_share(wall: float = 0.2) -> float:
@@ -216,7 +204,7 @@ def _seconds(build: Callable[[], nn.Module], work: Work, precision: Precision) -
     return statistics.median(hist.step_time[1:])
 
 
-def estimate(params: Params, precision: Precision, made: Any = None) -> Budget:
+def estimate(params: Params, precision: Precision, made: Plan | None = None) -> Budget:
     """Cost the study's plan (``made``, where the caller has it): count every kind of pass of every run's work,
     probe the largest training step of each family, measure the largest training step's memory; add the start-up
     allowance. A training step torch cannot count is timed by its forward pass's FLOPs at the rate of its family's
@@ -242,7 +230,7 @@ def estimate(params: Params, precision: Precision, made: Any = None) -> Budget:
             rates[1] = _rates(counted, precision, 1)
         each = []
         for runs, work, flops, scale in counted:
-            rate, typical = rates[1 if workers > 1 and _executed(runs) else None]
+            rate, typical = rates[1 if workers > 1 and runs.executed else None]
             one = scale / rate.get((runs.family, not math.isnan(flops)), typical)  # a pass's seconds on its threads
             each.append((runs, work, one, flops if not math.isnan(flops) else one * typical))  # at the typical rate
         total_flops, launches = sum(r.count * w.n * f for r, w, _, f in each), passes.launches(raw)
@@ -250,7 +238,7 @@ def estimate(params: Params, precision: Precision, made: Any = None) -> Budget:
     every, setup = [r for r in {id(r): r for r, *_ in each}.values() if r.setup], {}
     for runs in every:  # seconds a run spends before its first step
         if id(runs.build) not in setup:
-            setup[id(runs.build)] = _setup(runs, precision) / (workers if _executed(runs) else 1)
+            setup[id(runs.build)] = _setup(runs, precision) / (workers if runs.executed else 1)
     share = _cpu_share()
     parts = collections.Counter({"start-up (kernel, imports, data, tables, figures)": start_up() / share,
                                  "building models": sum(r.count * setup[id(r.build)] for r in every)})
@@ -258,7 +246,7 @@ def estimate(params: Params, precision: Precision, made: Any = None) -> Budget:
         parts["starting the workers"] = start_up() / share
     seed_seconds = sum(setup[id(r.build)] for r in every if r.per_seed)
     for runs, work, one, _ in each:
-        one /= workers if workers > 1 and _executed(runs) else 1  # side by side: the workers share the passes
+        one /= workers if workers > 1 and runs.executed else 1  # side by side: the workers share the passes
         parts[f"{runs.part}: {'training' if work.train else 'evaluation'}"] += runs.count * work.n * one
         seed_seconds += work.n * one if runs.per_seed else 0.0
     peak, name = _peak(*largest[:2], precision)
@@ -320,7 +308,7 @@ def _probed(params: Params, precision: Precision, folder: Path) -> Budget:
 @functools.lru_cache(maxsize=1)
 def _estimator_hash() -> str:
     """sha256 of the estimate's own code, this module and its counts (odebook.book.passes); the plans it costs (each
-    study's ``runs``) and the science code a step runs are in the key as ``study_hash``."""
+    study's plan module) and the science code a step runs are in the key as ``study_hash``."""
     files = (Path(sys.modules[__name__].__file__), Path(passes.__file__))
     return hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
 
@@ -342,7 +330,7 @@ def announce(params: Params, folder: Path) -> tuple[str, dict[str, str], Budget 
     return made.line(), {HANDED: f"{params.study}\t{made.line()}"}, made
 
 
-def line(params: Params, precision: Precision, made: Any = None) -> str:
+def line(params: Params, precision: Precision, made: Plan | None = None) -> str:
     """The budget line a notebook prints: the runner's, where it handed one over for this study, else the estimate
     of its plan (``made``: the notebook's own)."""
     study, _, handed = os.environ.get(HANDED, "").partition("\t")

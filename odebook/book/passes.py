@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from odebook.nn.torch_private import quiet_stderr
-from odebook.params.plan import Runs, Work
+from odebook.study.plan import Runs, Work
 from odebook.study.flops import count_flops
 from odebook.training.runtime import Precision
 

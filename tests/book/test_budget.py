@@ -18,7 +18,7 @@ from odebook.studies import validate_file
 from odebook.nn.linear_ce import IGNORE_INDEX
 from odebook.book import budget, machine_load, passes
 from odebook.training.runtime import precision_for
-from odebook.params import plan as plan_module
+from odebook.study import plan as plan_module
 from odebook.training.train import TrainConfig, train
 
 STUDIES = {name: studies.schema(name) for name in studies.names()}
@@ -308,8 +308,36 @@ def test_others_counts_what_other_processes_took_while_a_block_ran():
 
 
 def test_the_cost_model_names_no_study():
-    """Each study declares its runs beside its parameters (``runs``); the cost model only reads them."""
+    """Each study declares its plan in its package (odebook.study.plan); the cost model only reads it."""
     for module in (budget, plan_module):
         source = Path(module.__file__).read_text()
         named = [name for study in STUDIES for name in (study, study[3:]) if name in source]
         assert not named, f"{module.__name__} names {named}"
+
+
+@pytest.mark.parametrize("study", list(STUDIES))
+def test_each_notebook_runs_its_studys_plan_and_builds_no_task_of_its_own(study, root):
+    """The plan is what runs: a notebook takes its tasks and training settings from its study's plan, and prints that
+    plan's budget; it builds neither itself (a second description the budget would not see)."""
+    source = (root / "notebooks" / f"{study}.py").read_text()
+    assert "study.plan(p" in source and "budget.line(p, precision, plan)" in source
+    built = [f for f in ("lm_task(", "mqar_task(", "recall_task(", "curriculum_task(", "regime_tasks(",
+                         "TrainConfig.from_params(") if f in source]
+    assert not built, f"notebooks/{study}.py builds {built} itself"
+
+
+def test_a_stage_is_costed_on_its_own_tasks_batches(root, monkeypatch):
+    """The budget's training steps are the task's own stream (seed 0), drawn at POINTS points of the run, and its
+    evaluation and test passes the task's own batches, as often as the training loop and the seed loop make them."""
+    monkeypatch.chdir(root)
+    p = params("smoke", "05_ode_solvers")
+    study = studies.load("05_ode_solvers")
+    stage = study.plan(p, study.data(p))["seeds"]
+    (runs, *_) = stage.runs()
+    train = [w for w in runs.work if w.train]
+    assert [w.n for w in train] == [p.steps // plan_module.POINTS] * plan_module.POINTS  # smoke: steps % 4 == 0
+    first = next(stage.task.batches(0))
+    assert all(torch.equal(a, b) for a, b in zip(train[0].batch(), first))
+    valid, test = [w for w in runs.work if not w.train]
+    assert valid.n == plan_module.evaluations(p.steps, p.eval_interval) * len(stage.task.valid)
+    assert test.n == len(stage.task.test) and torch.equal(test.batch()[0], stage.task.test[0][0])

@@ -83,7 +83,7 @@ def test_each_kind_of_pass_is_counted_once_however_often_a_plan_builds_its_model
     work — the model's modules, settings and shapes, the batch's shapes — the same pass is counted once, and a model
     that differs only in a setting (an ODE solver's steps) is counted apart."""
     from odebook.models.arms import HybridConfig
-    from odebook.params.plan import Runs, Work
+    from odebook.study.plan import Runs, Work
     from odebook.training.runtime import Precision
 
     cfg = HybridConfig(vocab_size=32, d_model=16, n_layer=2, n_head=2, max_seq_len=8, ode_layers=(1,),
@@ -111,7 +111,7 @@ def test_each_kind_of_pass_is_counted_once_however_often_a_plan_builds_its_model
 
 
 def test_rough_flops_are_six_per_parameter_and_token_of_a_step_and_two_of_a_forward_pass():
-    from odebook.params.plan import Runs, Work
+    from odebook.study.plan import Runs, Work
 
     def batch():
         return torch.zeros(2, 8, dtype=torch.long), torch.zeros(2, 8, dtype=torch.long)
@@ -122,7 +122,7 @@ def test_rough_flops_are_six_per_parameter_and_token_of_a_step_and_two_of_a_forw
 
 
 def test_a_tiny_plan_is_timed_pass_by_pass_with_its_optimizer_step():
-    from odebook.params.plan import Runs, Work
+    from odebook.study.plan import Runs, Work
     from odebook.training.runtime import Precision
 
     def batch():

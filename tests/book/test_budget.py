@@ -341,3 +341,22 @@ def test_a_stage_is_costed_on_its_own_tasks_batches(root, monkeypatch):
     valid, test = [w for w in runs.work if not w.train]
     assert valid.n == plan_module.evaluations(p.steps, p.eval_interval) * len(stage.task.valid)
     assert test.n == len(stage.task.test) and torch.equal(test.batch()[0], stage.task.test[0][0])
+
+
+@pytest.mark.parametrize("study, stage", [("01_gradient_flow", "MQAR"), ("03_gdn_scaling", "MQAR"),
+                                          ("03_gdn_scaling", "retrieval"), ("04_mixed_training", "seeds")])
+def test_a_stages_declared_scoring_passes_are_the_passes_its_scoring_makes(study, stage, root, monkeypatch):
+    """What a study declares its scoring costs (``Stage.scored``) is what its task's ``score`` does: as many passes
+    through the model (``run``, under forward and under every ablation) as the declared forward passes."""
+    from types import SimpleNamespace
+
+    monkeypatch.chdir(root)
+    p, package = params("smoke", study), studies.load(study)
+    s = package.plan(p, package.data(p))[stage]
+    name, build = next(iter(s.arms.items()))
+    model, calls = build(), []
+    run = model.run
+    model.run = lambda *args, **kwargs: calls.append(1) or run(*args, **kwargs)
+    s.task_of(name).score(SimpleNamespace(module=model, model=name, seed=p.seed))
+    scored = s.scored[name] if isinstance(s.scored, dict) else s.scored
+    assert len(calls) == sum(w.n for w in scored)

@@ -57,10 +57,10 @@ def plan(p: GDNScalingParams, d: Data, device: torch.device = torch.device("cpu"
     first = [(b.x, b.y) for batches in d.score_sets.values() for b in batches]
     scored = (Work(len(d.task.valid) + p.mqar_eval_batches, lambda: d.task.valid[0], train=False),  # + unseen pairs
               Work(2 * len(first) + len(next(iter(d.score_sets.values()))), lambda: first[0], train=False))
-    stages = {"MQAR": Stage({n: a.build for n, a in p.mqar_arms().items()}, d.task,
-                            TrainConfig.from_params(p, steps=p.mqar_steps), p.n_seeds, p.mqar_lr_grid,
+    arms = {n: a.build for n, a in p.mqar_arms().items()}
+    stages = {"MQAR": Stage(arms, d.task, TrainConfig.from_params(p, steps=p.mqar_steps), p.n_seeds, p.mqar_lr_grid,
                             p.mqar_lr_extensions, p.tuning_seeds, part="MQAR", scored=scored,
-                            family={n: n.split(" h")[0] for n in p.mqar_arms()}),
+                            family={n: n.split(" h")[0] for n in arms}),
               "retrieval": colour_stage(p, d.tok, device)}
     if d.splits is not None:
         stages["ladder"] = ladder_stage(p, lm_task(d.splits, batch_size=p.batch_size, seq_len=p.seq_len,

@@ -100,8 +100,7 @@ seed = 0
 n_seeds = 12
 looks = [4, 8]
 tuning_seeds = 2
-models = ["standard", "tong", "ti_mlp", "ti_mlp_full", "ti_ssm", "ti_ssm_memoryless", "ti_mlp_constant", "ti_mlp_dt",
-          "ode_shared", "ti_mlp_twin"]
+# every arm of the study's arms.py trains; to train some only, add a line: models = ["standard", "ti_mlp"]
 # corpus "files": your own text (absolute paths; see the README)
 text = {"corpus": "wikitext2", "tokenizer": "bytes", "train_file": "", "valid_file": "", "test_file": "",
         "text_file": "", "split_fractions": [0.9, 0.05, 0.05]}

@@ -29,7 +29,7 @@ from typing import TextIO
 from pathlib import Path
 from unittest import mock
 
-from odebook.book.profile import MACHINE_SETTINGS, PROFILE_ENV
+from odebook.book.profile import PROFILE_ENV, outside_cell
 from odebook.params.cell import cell_groups
 from odebook.training.runtime import ALLOCATOR_ENV
 from odebook.training.train import PROGRESS_ENV
@@ -186,10 +186,10 @@ def running(path: Path, width: int = 24) -> list[str]:
 
 class KnownSettingsPassed(logging.Filter):
     """papermill warns of each parameter it passes that a notebook's parameters cell does not assign ("Passed unknown
-    parameter: fresh"). The runner passes the machine's settings (``output_dir``, ``checkpoint_dir``, ``fresh``),
-    which no cell assigns (``spec(machine=True)``), and the settings a cell shows inside a group (``lr`` in
-    ``training = {...}``); every notebook reads both by name, so those warnings are left off the console; any other
-    stays (a name no study knows stops the notebook itself)."""
+    parameter: fresh"). The runner passes the machine's settings (``output_dir``, ``checkpoint_dir``, ``fresh``)
+    and 02's ``models``, which no cell assigns (``profile.outside_cell``), and the settings a cell shows inside a
+    group (``lr`` in ``training = {...}``); every notebook reads both by name, so those warnings are left off the
+    console; any other stays (a name no study knows stops the notebook itself)."""
 
     UNKNOWN = "Passed unknown parameter: "
 
@@ -197,8 +197,9 @@ class KnownSettingsPassed(logging.Filter):
         super().__init__()
         from odebook import studies
 
-        grouped = {k for name in studies.names() for keys in cell_groups(studies.schema(name)).values() for k in keys}
-        self.names = MACHINE_SETTINGS | grouped
+        schemas = [studies.schema(name) for name in studies.names()]
+        self.names = {k for schema in schemas for keys in cell_groups(schema).values() for k in keys}.union(
+            *map(outside_cell, schemas))
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

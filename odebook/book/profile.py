@@ -23,10 +23,10 @@ from odebook.params import LMParams, ParamError, Params, injected_names, profile
 from odebook.params.cell import cell_values, set_cell_value
 from odebook.params.schema import yaml_mapping
 
-__all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values", "machine_settings", "MACHINE_SETTINGS"]
+__all__ = ["PROFILE_ENV", "APPLIED", "apply_profile", "profile_values", "outside_cell", "MACHINE_SETTINGS"]
 
 PROFILE_ENV = "ODEBOOK_PROFILE"
-APPLIED = "_odebook_profile_applied"  # in a notebook's globals: the machine settings the last run's profile set
+APPLIED = "_odebook_profile_applied"  # in a notebook's globals: the settings outside its cell the last profile set
 
 
 def profile_values(profile: str, study: str, root: Path | None) -> tuple[str, dict[str, Any]]:
@@ -49,14 +49,15 @@ def profile_values(profile: str, study: str, root: Path | None) -> tuple[str, di
     return url, yaml_mapping(data, source=url)
 
 
-def machine_settings(schema: type[Params]) -> frozenset[str]:
-    """The machine's settings of ``schema``: the fields no parameters cell holds (``Params.cell_fields``)."""
+def outside_cell(schema: type[Params]) -> frozenset[str]:
+    """The fields of ``schema`` its parameters cell does not hold (``Params.cell_fields``): the machine's settings,
+    and any the study declares elsewhere (02's ``models``, its arms module's)."""
     return frozenset(f.name for f in dataclasses.fields(schema)) - frozenset(schema.cell_fields())
 
 
 # every study's machine settings, declared once on LMParams, which every study's parameters derive from (a test holds
 # it): what papermill may be passed for any notebook and what no result depends on
-MACHINE_SETTINGS = machine_settings(LMParams)
+MACHINE_SETTINGS = outside_cell(LMParams)
 
 
 def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Mapping[str, Any],
@@ -64,8 +65,9 @@ def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Ma
     """Apply ``$ODEBOOK_PROFILE``'s file to a notebook's globals (``namespace``) where they still hold the parameters
     cell's values; return a line saying what was applied and kept ("" when the variable is unset). The file is
     validated on its own first, so a wrong value names the file. No parameters cell assigns a machine setting
-    (``spec(machine=True)``), so "Run all" does not put one back: a value the last run's profile set there, and
-    nothing has changed since, goes back to its default first (it was the profile's, not the user's)."""
+    (``spec(machine=True)``) or 02's ``models`` (``outside_cell``), so "Run all" does not put one back: a value the
+    last run's profile set there, and nothing has changed since, goes back to its default first (it was the
+    profile's, not the user's)."""
     cell = schema().to_dict()  # the parameters cell's values (a test holds them to the schema's defaults)
     for k, v in namespace.pop(APPLIED, {}).items():  # type: ignore[union-attr]
         if namespace.get(k) == v:
@@ -83,7 +85,7 @@ def apply_profile(schema: type[Params], namespace: MutableMapping[str, Any] | Ma
     applied = {k: getattr(checked, k) for k in values if k not in kept}
     for k, v in applied.items():
         set_cell_value(schema, namespace, k, v)  # type: ignore[arg-type]  # a notebook's globals()
-    machine = machine_settings(schema)
-    namespace[APPLIED] = {k: v for k, v in applied.items() if k in machine}  # type: ignore[index]
+    outside = outside_cell(schema)
+    namespace[APPLIED] = {k: v for k, v in applied.items() if k in outside}  # type: ignore[index]
     return (f"profile {profile} ({source}): {len(applied)} values applied"
             + (f"; kept your own {', '.join(kept)}" if kept else ""))

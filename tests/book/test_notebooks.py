@@ -105,6 +105,20 @@ def test_parameters_cell_holds_the_study_settings_and_no_machine_setting(name):
     assert len(cell.source.splitlines()) <= 25, "a parameters cell a reader takes in at a glance"
 
 
+def test_02s_arms_are_written_once_in_its_arms_module_so_a_new_arm_trains_without_a_notebook_edit():
+    """02's ``models`` is left out of its parameters cell: the default is every arm its arms module declares, and a
+    profile that names some is applied by papermill and by "Run all" (``ODEBOOK_PROFILE``) as a machine setting is."""
+    from odebook.book.profile import outside_cell
+
+    study = studies.load("02_time_indexed")
+    nb = jupytext.read(BOOK.notebooks / "02_time_indexed.py")
+    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    namespace: dict = {}
+    exec(cell.source, namespace)
+    assert "models" not in namespace and study.Params().models == list(study.arms.ARMS)
+    assert outside_cell(study.Params) == MACHINE_SETTINGS | {"models"}
+
+
 def test_the_machine_settings_are_declared_once_and_are_the_same_in_every_study():
     """device, executor, SLURM, checkpoints, outputs: one default for the whole book, whatever the study."""
     machine = {name: {f.name: getattr(schema(), f.name) for f in dataclasses.fields(schema)

@@ -371,9 +371,9 @@ def test_only_a_run_that_trains_everything_calibrates_the_budget(tmp_path):
 
 
 def test_papermills_warning_for_a_machine_or_grouped_setting_stays_off_the_console(caplog):
-    """The runner passes output_dir, checkpoint_dir and fresh, which no parameters cell assigns, and settings a cell
-    shows in a group (steps, in training): papermill's "Passed unknown parameter" for them is noise; for any other
-    name it stays."""
+    """The runner passes output_dir, checkpoint_dir, fresh and 02's models, which no parameters cell assigns, and
+    settings a cell shows in a group (steps, in training): papermill's "Passed unknown parameter" for them is noise;
+    for any other name it stays."""
     import logging
 
     from odebook.book.kernel import KnownSettingsPassed
@@ -382,7 +382,7 @@ def test_papermills_warning_for_a_machine_or_grouped_setting_stays_off_the_conso
     logger.addFilter(quiet)
     try:
         with caplog.at_level(logging.WARNING, logger="papermill"):
-            for name in ("output_dir", "checkpoint_dir", "fresh", "steps", "stepz"):
+            for name in ("output_dir", "checkpoint_dir", "fresh", "steps", "models", "stepz"):
                 logger.warning(f"Passed unknown parameter: {name}")
     finally:
         logger.removeFilter(quiet)

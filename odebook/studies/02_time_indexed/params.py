@@ -59,6 +59,13 @@ class TimeIndexedParams(TextCorpusParams):
     dynamics_sequences: int = spec(2, ge=1, help="held-out sequences of the dynamics analysis")
     dynamics_tokens: int = spec(8, ge=1, help="tokens per sequence of the dynamics analysis")
 
+    @classmethod
+    def cell_fields(cls) -> tuple[str, ...]:
+        """The parameters cell's settings, less ``models``: its default is every arm of the arms module, written there
+        once, so an arm added there trains without an edit to the notebook (a profile, ``-p`` or a line added to the
+        cell names a subset)."""
+        return tuple(k for k in super().cell_fields() if k != "models")
+
     def cross_checks(self) -> list[str]:
         errors = super().cross_checks()
         if len(set(self.models)) != len(self.models) or not self.models:

@@ -28,7 +28,7 @@ __all__ = ["MACHINE", "HISTORY", "Comparison", "Damaged", "flatten", "compare_st
 # a value whose path names one of these measures the machine or the run's history, not the science
 MACHINE = re.compile(r"second|_s\b|ms_per|time|timing|speed|faster|tokens_per_s|memory|peak|wall|load|origin|"
                      r"resumed|crossover|kv cach|generated", re.IGNORECASE)
-HISTORY = re.compile(r"^\d+ (trained|resumed|reused)$")  # a table's count of runs by origin, e.g. "6 reused"
+HISTORY = re.compile(r"^(\d+ )?(trained|resumed|reused)$")  # a run's origin, or a table's count by it ("6 reused")
 
 
 def flatten(value, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], object]]:

@@ -15,6 +15,7 @@ RESULTS = {
     "parameters": {"seed": 0, "device": "cpu", "fresh": False},
     "summary": {"hybrid": {"test_loss": 1.25, "ms_per_step": 41.0, "runs": "6 trained"}},
     "timings": {"ti_mlp / tong": "median time a / b = 0.834"},
+    "runs": {"hybrid_seed0": "trained"},  # each run's origin (study 04's)
 }
 
 
@@ -58,7 +59,7 @@ def test_a_claim_in_one_run_only_is_listed_on_its_side():
 def test_timings_memory_machine_settings_and_run_origins_are_left_out():
     new = changed(**{"summary.hybrid.ms_per_step": 39.0, "summary.hybrid.runs": "6 reused", "parameters.fresh": True,
                      "parameters.device": "cuda", "verdicts.1.effects.0.mean": 0.49,
-                     "timings.ti_mlp / tong": "median time a / b = 0.842"})
+                     "timings.ti_mlp / tong": "median time a / b = 0.842", "runs.hybrid_seed0": "reused"})
     assert not compare.compare_study(RESULTS, new).differ
 
 

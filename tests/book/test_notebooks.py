@@ -86,12 +86,18 @@ def test_make_sync_pairs_and_strips_outputs_and_counts(tmp_path, root):
     assert "print('edited in JupyterLab')" in py.read_text()
 
 
+def parameters_cell(name):
+    """The notebook ``name``'s parameters cell (tagged "parameters")."""
+    (cell,) = [c for c in jupytext.read(BOOK.notebooks / f"{name}.py").cells
+               if "parameters" in c.metadata.get("tags", [])]
+    return cell
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_parameters_cell_holds_the_study_settings_and_no_machine_setting(name):
     """The cell assigns every setting of the study, at the schema's default, and none of the machine's
     (``spec(machine=True)``: declared once, set by the profile or -p)."""
-    nb = jupytext.read(BOOK.notebooks / f"{name}.py")
-    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    cell = parameters_cell(name)
     namespace: dict = {}
     exec(cell.source, namespace)
     values = {k: v for k, v in namespace.items() if not k.startswith("__")}
@@ -111,10 +117,8 @@ def test_02s_arms_are_written_once_in_its_arms_module_so_a_new_arm_trains_withou
     from odebook.book.profile import outside_cell
 
     study = studies.load("02_time_indexed")
-    nb = jupytext.read(BOOK.notebooks / "02_time_indexed.py")
-    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     namespace: dict = {}
-    exec(cell.source, namespace)
+    exec(parameters_cell("02_time_indexed").source, namespace)
     assert "models" not in namespace and study.Params().models == list(study.arms.ARMS)
     assert outside_cell(study.Params) == MACHINE_SETTINGS | {"models"}
 
@@ -154,8 +158,7 @@ def test_papermill_reads_every_line_of_the_parameters_cell(name, caplog):
     """``papermill --help-notebook`` lists every parameter (a line it cannot parse is left out, with a warning)."""
     from papermill.translators import PythonTranslator
 
-    nb = jupytext.read(BOOK.notebooks / f"{name}.py")
-    (cell,) = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    cell = parameters_cell(name)
     with caplog.at_level("WARNING", logger="papermill"):
         listed = [p.name for p in PythonTranslator.inspect(cell)]
     warnings = [r.message for r in caplog.records]
